@@ -1,0 +1,91 @@
+"""Sessions: `regress` (the main job), `tests`, `lint`.
+
+`regress` and `tests` install what they need: Python packages into the session's virtualenv,
+onnxruntime-web with `npm ci`, and, when run as root on Debian, Chromium and lavapipe.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import nox
+
+nox.options.sessions = ["regress"]
+nox.options.reuse_existing_virtualenvs = True
+
+ROOT = Path(__file__).parent
+# Debian packages: Chromium (ships SwiftShader's Vulkan driver) for ort-web, lavapipe for wgpu.
+SYSTEM_PACKAGES = {"chromium": "chromium", "mesa-vulkan-drivers": "lvp_icd"}
+
+
+def _missing_system_packages() -> list[str]:
+    missing = []
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        missing.append("chromium")
+    icd_folders = [Path("/usr/share/vulkan/icd.d"), Path("/etc/vulkan/icd.d")]
+    if not any(folder.glob("lvp_icd*.json") for folder in icd_folders if folder.is_dir()):
+        missing.append("mesa-vulkan-drivers")
+    return missing
+
+
+def install_system_packages(session: nox.Session) -> None:
+    missing = _missing_system_packages()
+    if not missing:
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        session.warn(f"missing system packages {missing}: install them (apt-get install "
+                     f"{' '.join(missing)}), or the backends that need them report it")
+        return
+    env = {"DEBIAN_FRONTEND": "noninteractive"}
+    session.run("apt-get", "update", "-qq", external=True, env=env)
+    session.run("apt-get", "install", "-y", "-qq", *missing, "libvulkan1", external=True, env=env)
+
+
+def install_npm_packages(session: nox.Session) -> None:
+    installed = ROOT / "node_modules" / "onnxruntime-web" / "package.json"
+    lock = ROOT / "package-lock.json"
+    if installed.exists() and installed.stat().st_mtime >= lock.stat().st_mtime:
+        return
+    session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
+
+
+# `runner run` options that take a value: the word after one is that value, not a filter.
+VALUE_OPTIONS = {"--backend", "--filter", "--shard", "--out", "--runs", "--timeout", "--inject",
+                 "--adapter", "--chromium", "--tag"}
+
+
+def _filters_and_options(posargs: list[str]) -> list[str]:
+    """Bare words are filters (`nox -s regress -- backend=wgpu`); options pass through."""
+    args: list[str] = []
+    for arg in posargs:
+        is_value = bool(args) and args[-1] in VALUE_OPTIONS
+        args += [arg] if arg.startswith("-") or is_value else ["--filter", arg]
+    return args
+
+
+@nox.session
+def regress(session: nox.Session) -> None:
+    """Run the bundled suites and build reports/. Bare extra arguments are filters."""
+    install_system_packages(session)
+    install_npm_packages(session)
+    session.install("-e", ".")
+    session.run("python", "-m", "runner", "run", "suites", "--report",
+                *_filters_and_options(session.posargs))
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The test suite. Extra arguments go to pytest (e.g. -m 'not browser')."""
+    install_system_packages(session)
+    install_npm_packages(session)
+    session.install("-e", ".[test]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")

@@ -1,0 +1,48 @@
+"""The ``reference`` backend: onnxruntime on the CPU, the oracle's own path.
+
+It has no capture, so both modes run the same way; it exists to check the pipeline end to end
+on any machine, and as a control: it must always pass.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import onnxruntime as ort
+
+from runner.backends.base import BackendOptions, BackendRun, Timings
+from runner.matrix import Case
+from runner.oracle import compute_reference
+from runner.workload import Workload
+
+
+class ReferenceBackend:
+    name = "reference"
+    FAULTS: dict[str, str] = {}
+
+    def __init__(self, options: BackendOptions):
+        self.options = options
+
+    def environment(self) -> dict[str, Any]:
+        return {"onnxruntime": ort.__version__, "providers": ["CPUExecutionProvider"]}
+
+    def run(self, case: Case, workload: Workload) -> BackendRun:
+        runs, times = [], []
+        try:
+            for _ in range(max(1, self.options.runs)):
+                start = time.perf_counter()
+                runs.append(compute_reference(workload))
+                times.append((time.perf_counter() - start) * 1000)
+        except Exception as exc:  # a model onnxruntime rejects is this case's error, not ours
+            return BackendRun(status="error", message=f"{type(exc).__name__}: {exc}")
+        later = times[1:] or times
+        return BackendRun(
+            runs=tuple(runs),
+            timings=Timings(first_run_ms=times[0], median_run_ms=statistics.median(later),
+                            runs=len(times)),
+        )
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,244 @@
+"""``python -m runner`` / ``regress``: a short pipeline of small functions per command.
+
+Exit codes (README): 0 every verdict as expected; 1 some verdict unexpected; 2 invalid input;
+3 environment unusable; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from runner.backends import BACKENDS
+from runner.backends.base import BackendOptions
+from runner.errors import EnvironmentUnusable, ExitCode, InvalidInput
+from runner.matrix import Case, expand_matrix, parse_shard, select_cases, shard_cases
+from runner.suite import load_suites
+from runner.suite.loader import ALL_BUNDLES
+from runner.suite.spec import BackendTarget, Suite
+
+DEFAULT_SUITES = Path("suites")
+DEFAULT_OUT = Path("reports")
+
+console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _suite_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("suites", nargs="*", type=Path, default=[DEFAULT_SUITES],
+                        help="suite files or folders (default: suites/)")
+    parser.add_argument("--tag", action="append", default=[],
+                        help="also run suites with this tag (e.g. heavy); repeatable")
+
+
+def _selection_args(parser: argparse.ArgumentParser) -> None:
+    _suite_args(parser)
+    parser.add_argument("--backend", action="append", default=[],
+                        help="run on this backend instead of the suites' own: wgpu, ort-web, "
+                        "ort-web:jsep|webgpu|jspi, reference; repeatable")
+    parser.add_argument("--filter", action="append", default=[], metavar="PATTERN",
+                        help="keep cases whose id matches this glob, or key=glob on a field "
+                        "(model, shape, layout, backend, bundle, capture, suite); repeatable, "
+                        "all must match")
+    parser.add_argument("--shard", metavar="I/N", help="run only shard I of N (1-based)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="regress",
+        description="Regression suite for WebGPU graph-capture bugs in ONNX Runtime.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    validate = commands.add_parser("validate", help="check suite files and report every problem")
+    _suite_args(validate)
+
+    listing = commands.add_parser("list", help="list the cases the suites expand to")
+    _selection_args(listing)
+
+    run = commands.add_parser("run", help="run cases and record their results")
+    _selection_args(run)
+    run.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (reports/)")
+    run.add_argument("--runs", type=int, default=3,
+                     help="runs per case: the first records, the rest are timed (default 3)")
+    run.add_argument("--timeout", type=float, help="seconds per case (default: the suite's)")
+    run.add_argument("--inject", action="append", default=[], metavar="FAULT",
+                     help="inject a named fault to prove the detectors (see `doctor`)")
+    run.add_argument("--adapter", help="wgpu adapter: name substring or backend type")
+    run.add_argument("--chromium", help="Chromium executable for ort-web (or $REGRESS_CHROMIUM)")
+    run.add_argument("--report", action="store_true",
+                     help="build the reports (index.html, junit.xml, summary.md) afterwards")
+
+    report = commands.add_parser("report", help="build reports/index.html from the history")
+    report.add_argument("--out", type=Path, default=DEFAULT_OUT, help="reports folder")
+
+    commands.add_parser("doctor", help="say what this machine offers and how to fix what is not")
+    return parser
+
+
+def _retarget(suite: Suite, backends: Sequence[str]) -> Suite:
+    """The suite with its backends replaced by those named on the command line."""
+    targets = []
+    for text in backends:
+        name, _, bundle = text.partition(":")
+        if name not in BACKENDS or (bundle and bundle not in ALL_BUNDLES):
+            raise InvalidInput(f"--backend {text!r} is unknown; expected one of "
+                               f"{', '.join(BACKENDS)} or ort-web:{'|'.join(ALL_BUNDLES)}")
+        bundles = [bundle] if bundle else (ALL_BUNDLES if name == "ort-web" else [None])
+        targets += [BackendTarget(name, b) for b in bundles]
+    return dataclasses.replace(suite, backends=tuple(dict.fromkeys(targets)))
+
+
+def select(args: argparse.Namespace) -> list[Case]:
+    suites = load_suites(args.suites, args.tag)
+    if args.backend:
+        suites = [_retarget(suite, args.backend) for suite in suites]
+    cases = select_cases(expand_matrix(suites), args.filter)
+    if args.shard:
+        try:
+            cases = shard_cases(cases, *parse_shard(args.shard))
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from None
+    return cases
+
+
+def cmd_validate(args: argparse.Namespace) -> ExitCode:
+    suites = load_suites(args.suites, args.tag)
+    cases = expand_matrix(suites)
+    print(f"ok: {len(suites)} suite(s), {len(cases)} case(s)")
+    return ExitCode.OK
+
+
+def cmd_list(args: argparse.Namespace) -> ExitCode:
+    for case in select(args):
+        expectation = case.expectation
+        note = "" if expectation.expect == {"pass"} else (
+            f"  expect {','.join(sorted(expectation.expect))}"
+            + (f" ({expectation.bug})" if expectation.bug else "")
+        )
+        print(case.id + note)
+    return ExitCode.OK
+
+
+def _known_faults(cases: list[Case]) -> dict[str, str]:
+    faults: dict[str, str] = {}
+    for name in sorted({case.backend.name for case in cases}):
+        module, _, factory = BACKENDS[name].partition(":")
+        faults.update(getattr(importlib.import_module(module), factory).FAULTS)
+    return faults
+
+
+def cmd_run(args: argparse.Namespace) -> ExitCode:
+    from runner.pipeline import execute
+
+    cases = select(args)
+    if not cases:
+        console.print("no cases selected")
+        return ExitCode.OK
+    faults = _known_faults(cases)
+    unknown = sorted(set(args.inject) - set(faults))
+    if unknown:
+        raise InvalidInput(f"--inject {', '.join(unknown)}: no such fault for these backends; "
+                           f"expected one of {', '.join(faults) or '(none)'}")
+    if args.runs < 1:
+        raise InvalidInput("--runs must be at least 1")
+    options = BackendOptions(runs=args.runs, timeout_s=args.timeout,
+                             inject=frozenset(args.inject), adapter=args.adapter,
+                             chromium=args.chromium)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("{task.fields[case]}"))
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("running", total=len(cases), case="")
+        summary = execute(
+            cases, args.out, options,
+            on_start=lambda case: progress.update(task, case=case.id),
+            on_result=lambda result: progress.advance(task),
+        )
+    _print_summary(summary, args.out)
+    if args.report:
+        _build_reports(args.out)
+    return summary.exit_code
+
+
+def _print_summary(summary, out: Path) -> None:
+    console.print(f"run {summary.run_id}: {len(summary.results)} case(s), {summary.status}")
+    table = Table()
+    table.add_column("backend")
+    counts = Counter((r.backend, r.verdict) for r in summary.results)
+    verdicts = sorted({v for _, v in counts})
+    for verdict in verdicts:
+        table.add_column(verdict, justify="right")
+    for backend in sorted({b for b, _ in counts}):
+        table.add_row(backend, *(str(counts.get((backend, v), "")) for v in verdicts))
+    console.print(table)
+    for result in summary.results:
+        if result.outcome in ("unexpected", "unexpected-pass"):
+            want = ",".join(result.expected)
+            console.print(f"[red]{result.outcome}[/red] {result.case_id}: {result.verdict} "
+                          f"(expected {want}) {result.message}")
+    console.print(f"references computed: {summary.references_computed}; "
+                  f"results in {out / 'runs' / summary.run_id}")
+    if summary.message:
+        console.print(f"[yellow]{summary.status}[/yellow]: {summary.message}")
+
+
+def _build_reports(out: Path) -> None:
+    from runner.report import build_reports
+
+    for path in build_reports(out):
+        print(path)
+
+
+def cmd_report(args: argparse.Namespace) -> ExitCode:
+    _build_reports(args.out)
+    return ExitCode.OK
+
+
+def cmd_doctor(args: argparse.Namespace) -> ExitCode:
+    from runner.doctor import diagnose
+
+    usable = True
+    for check in diagnose():
+        mark = "[green]ok[/green]" if check.ok else "[red]missing[/red]"
+        console.print(f"{mark:>20} {check.name}: {check.detail}")
+        if not check.ok and check.fix:
+            console.print(f"{'':>9} fix: {check.fix}")
+        usable &= check.ok or not check.required
+    return ExitCode.OK if usable else ExitCode.ENVIRONMENT
+
+
+COMMANDS = {
+    "validate": cmd_validate,
+    "list": cmd_list,
+    "run": cmd_run,
+    "report": cmd_report,
+    "doctor": cmd_doctor,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(COMMANDS[args.command](args))
+    except InvalidInput as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return int(ExitCode.INVALID_INPUT)
+    except EnvironmentUnusable as exc:
+        print(f"environment unusable: {exc}", file=sys.stderr)
+        return int(ExitCode.ENVIRONMENT)
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        return int(ExitCode.INTERRUPTED)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Where runs and results go: one small interface, interchangeable implementations.
+
+``RunFolder`` writes ``runs/<run_id>/run.json`` and ``results.jsonl``; ``SqliteHistory`` keeps
+every run in one database file, the embedded default. A result is written to every store as soon
+as its case finishes, so a killed run keeps all that finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+# Columns the report and merge query directly; the whole record is kept as JSON beside them.
+RESULT_COLUMNS = (
+    "result_id", "run_id", "case_id", "suite", "model", "layout", "backend", "bundle", "capture",
+    "verdict", "outcome", "bug", "max_abs_error", "max_rel_error", "finished_at",
+)
+
+
+class ResultStore(ABC):
+    @abstractmethod
+    def begin_run(self, run: dict[str, Any]) -> None:
+        """Record a run's start: its id, environment and suites."""
+
+    @abstractmethod
+    def record(self, result: dict[str, Any]) -> None:
+        """Record one finished case; durable on return."""
+
+    @abstractmethod
+    def end_run(self, run: dict[str, Any]) -> None:
+        """Record a run's end (``status``: complete | incomplete)."""
+
+
+class RunFolder(ResultStore):
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def begin_run(self, run: dict[str, Any]) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._write_run(run)
+        (self.folder / "results.jsonl").touch()
+
+    def record(self, result: dict[str, Any]) -> None:
+        with open(self.folder / "results.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(result, sort_keys=True) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def end_run(self, run: dict[str, Any]) -> None:
+        self._write_run(run)
+
+    def _write_run(self, run: dict[str, Any]) -> None:
+        tmp = self.folder / "run.json.tmp"
+        tmp.write_text(json.dumps(run, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, self.folder / "run.json")
+
+
+class SqliteHistory(ResultStore):
+    """Every run's results in one SQLite file; safe for concurrent writers (WAL, busy timeout)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA busy_timeout=30000")
+        self._db.executescript(
+            """
+            CREATE TABLE IF NOT EXISTS runs (
+                run_id TEXT PRIMARY KEY, started TEXT, ended TEXT, status TEXT, record TEXT
+            );
+            CREATE TABLE IF NOT EXISTS results (
+                result_id TEXT PRIMARY KEY, run_id TEXT, case_id TEXT, suite TEXT, model TEXT,
+                layout TEXT, backend TEXT, bundle TEXT, capture TEXT, verdict TEXT,
+                outcome TEXT, bug TEXT, max_abs_error REAL, max_rel_error REAL,
+                finished_at TEXT, record TEXT
+            );
+            CREATE INDEX IF NOT EXISTS results_by_run ON results (run_id);
+            CREATE INDEX IF NOT EXISTS results_by_case ON results (case_id);
+            """
+        )
+
+    def close(self) -> None:
+        self._db.close()
+
+    def begin_run(self, run: dict[str, Any]) -> None:
+        self._put_run(run)
+
+    def end_run(self, run: dict[str, Any]) -> None:
+        self._put_run(run)
+
+    def _put_run(self, run: dict[str, Any]) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?)",
+            (run["run_id"], run.get("started"), run.get("ended"), run.get("status"),
+             json.dumps(run, sort_keys=True)),
+        )
+
+    def record(self, result: dict[str, Any]) -> None:
+        """Insert once: recording the same result again (a re-merged shard) changes nothing."""
+        values = [result.get(column) for column in RESULT_COLUMNS]
+        self._db.execute(
+            f"INSERT OR IGNORE INTO results ({', '.join(RESULT_COLUMNS)}, record) "
+            f"VALUES ({', '.join('?' * (len(RESULT_COLUMNS) + 1))})",
+            (*values, json.dumps(result, sort_keys=True)),
+        )
+
+    def runs(self) -> list[dict[str, Any]]:
+        """Every run, oldest first."""
+        rows = self._db.execute("SELECT record FROM runs ORDER BY started, run_id")
+        return [json.loads(record) for (record,) in rows]
+
+    def results(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        query, args = "SELECT record FROM results", ()
+        if run_id is not None:
+            query, args = query + " WHERE run_id = ?", (run_id,)
+        rows = self._db.execute(query + " ORDER BY run_id, rowid", args)
+        return [json.loads(record) for (record,) in rows]
+
+    def result(self, result_id: str) -> dict[str, Any] | None:
+        row = self._db.execute(
+            "SELECT record FROM results WHERE result_id = ? OR result_id LIKE ?",
+            (result_id, f"{result_id}%"),
+        ).fetchone()
+        return json.loads(row[0]) if row else None

@@ -1,0 +1,181 @@
+"""Step 4: turn what a backend reported into verdicts.
+
+Each detector looks at one case's ``Evidence`` and names the verdicts it sees; they are declared
+once, in ``DETECTORS``. The judge runs them all, so a result lists every verdict that applies and
+headlines the most specific (``runner.verdicts``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from runner.backends.base import BackendRun
+from runner.compare import Comparison, compare_outputs, worst
+from runner.matrix import Case
+from runner.verdicts import headline
+
+
+@dataclass(frozen=True)
+class Evidence:
+    case: Case
+    run: BackendRun
+    reference: Mapping[str, np.ndarray]
+    eager: BackendRun | None = None  # the eager twin's run, for a capture case
+    # (layout label, reference) of content-different layouts that ran earlier in the sequence
+    earlier: tuple[tuple[str, Mapping[str, np.ndarray]], ...] = ()
+
+    @property
+    def vs_reference(self) -> dict[str, Comparison]:
+        return compare_outputs(dict(self.run.outputs), dict(self.reference), self.case.tolerance)
+
+
+@dataclass(frozen=True)
+class Finding:
+    verdict: str
+    message: str
+    stale_from: str | None = None
+
+
+Detector = Callable[[Evidence], list[Finding]]
+
+
+def backend_status(ev: Evidence) -> list[Finding]:
+    if ev.run.status == "ok":
+        return []
+    return [Finding(ev.run.status, ev.run.message)]
+
+
+def reference_mismatch(ev: Evidence) -> list[Finding]:
+    """Eager output against the oracle; for a capture case, its eager twin's."""
+    run = ev.eager if ev.case.capture else ev.run
+    if run is None or run.status != "ok":
+        return []
+    comparisons = compare_outputs(dict(run.outputs), dict(ev.reference), ev.case.tolerance)
+    bad = {name: c for name, c in comparisons.items() if not c.ok}
+    if not bad:
+        return []
+    name, c = max(bad.items(), key=lambda item: item[1].max_abs)
+    who = "eager twin" if ev.case.capture else "eager output"
+    return [Finding("reference-mismatch", f"{who} differs from onnxruntime CPU on {name!r}: "
+                    f"{c.mismatched}/{c.total} elements, max abs {c.max_abs:.3g}")]
+
+
+def capture_mismatch(ev: Evidence) -> list[Finding]:
+    if not ev.case.capture or ev.run.status != "ok":
+        return []
+    if ev.eager is not None and ev.eager.status == "ok":
+        against, what = ev.eager.outputs, "eager"
+    else:  # no eager twin ran: the oracle stands in
+        against, what = ev.reference, "the reference (no eager twin)"
+    comparisons = compare_outputs(dict(ev.run.outputs), dict(against), ev.case.tolerance)
+    bad = {name: c for name, c in comparisons.items() if not c.ok}
+    if not bad:
+        return []
+    name, c = max(bad.items(), key=lambda item: item[1].max_abs)
+    return [Finding("capture-mismatch", f"capture output {name!r} differs from {what}: "
+                    f"{c.mismatched}/{c.total} elements, max abs {c.max_abs:.3g}")]
+
+
+def stale_layout(ev: Evidence) -> list[Finding]:
+    """A wrong output that an earlier layout's reference explains better than its own."""
+    if not ev.case.capture or ev.run.status != "ok" or not ev.earlier:
+        return []
+    own = worst(ev.vs_reference)[0]
+    if all(c.ok for c in ev.vs_reference.values()):
+        return []
+    for label, reference in reversed(ev.earlier):  # the most recent predecessor first
+        other = compare_outputs(dict(ev.run.outputs), dict(reference), ev.case.tolerance)
+        if all(c.ok for c in other.values()) or worst(other)[0] < own / 10:
+            return [Finding("stale-layout", f"output matches layout {label!r}'s reference "
+                            f"(max abs {worst(other)[0]:.3g}) better than its own "
+                            f"(max abs {own:.3g})", stale_from=label)]
+    return []
+
+
+def nondeterministic(ev: Evidence) -> list[Finding]:
+    """Runs after the first (replays, under capture) must agree bit for bit."""
+    repeats = ev.run.runs[1:] if ev.case.capture else ev.run.runs
+    if ev.run.status != "ok" or len(repeats) < 2:
+        return []
+    first = repeats[0]
+    for i, other in enumerate(repeats[1:], start=2):
+        for name, value in first.items():
+            if not np.array_equal(value, other.get(name), equal_nan=True):
+                return [Finding("nondeterministic", f"run {i} of the same input gave another "
+                                f"{name!r} than run 1")]
+    return []
+
+
+def capture_not_engaged(ev: Evidence) -> list[Finding]:
+    trace = ev.run.trace
+    if not ev.case.capture or ev.run.status != "ok" or ev.run.timings.runs < 2:
+        return []
+    if trace.replay_bind_groups_created or trace.replay_uniform_writes:
+        return [Finding("capture-not-engaged", f"replays created {trace.replay_bind_groups_created}"
+                        f" bind groups and wrote uniforms {trace.replay_uniform_writes} times")]
+    return []
+
+
+DETECTORS: tuple[Detector, ...] = (
+    backend_status,
+    reference_mismatch,
+    capture_mismatch,
+    stale_layout,
+    nondeterministic,
+    capture_not_engaged,
+)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdicts: frozenset[str]
+    verdict: str  # the headline
+    message: str
+    max_abs: float | None  # against the reference
+    max_rel: float | None
+    attribution: str | None = None
+    stale_from: str | None = None
+    findings: tuple[Finding, ...] = ()
+
+
+def outcome(verdicts: frozenset[str], expect: frozenset[str]) -> str:
+    """expected | unexpected | unexpected-pass | skipped: verdicts against an expectation."""
+    if "skipped" in verdicts:
+        return "skipped"
+    if expect == {"pass"}:
+        return "expected" if verdicts == {"pass"} else "unexpected"
+    if verdicts & expect:
+        return "expected"
+    return "unexpected-pass" if verdicts == {"pass"} else "unexpected"
+
+
+def attribute(ev: Evidence, verdicts: frozenset[str]) -> str | None:
+    """Where a failure lives: the capture path alone, eager too, or after a layout change."""
+    if verdicts <= {"pass", "skipped"} or ev.run.status != "ok":
+        return None
+    if "reference-mismatch" in verdicts:
+        return "eager too"
+    if "stale-layout" in verdicts:
+        return "capture only, after a layout change"
+    return "capture only" if ev.case.capture else "eager"
+
+
+def judge(ev: Evidence) -> Judgement:
+    findings = tuple(f for detector in DETECTORS for f in detector(ev))
+    verdicts = frozenset(f.verdict for f in findings) or frozenset({"pass"})
+    max_abs = max_rel = None
+    if ev.run.status == "ok":
+        max_abs, max_rel = worst(ev.vs_reference)
+    return Judgement(
+        verdicts=verdicts,
+        verdict=headline(verdicts),
+        message="; ".join(f.message for f in findings if f.message),
+        max_abs=max_abs,
+        max_rel=max_rel,
+        attribution=attribute(ev, verdicts),
+        stale_from=next((f.stale_from for f in findings if f.stale_from), None),
+        findings=findings,
+    )

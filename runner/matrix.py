@@ -1,0 +1,189 @@
+"""Expand suites into cases, then select them (``--filter``) and split them (``--shard``).
+
+Order is deterministic and groups what later steps need together: for each suite, model, shape
+and backend, the layouts in declared order, each eager then capture. So one layout-change
+sequence is contiguous, and a capture case directly follows its eager twin.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from runner.suite.spec import (
+    DIMENSIONS,
+    BackendTarget,
+    Expectation,
+    Layout,
+    ModelSpec,
+    Shape,
+    Suite,
+    Tolerance,
+    cell_values,
+    entry_matches,
+    mode_name,
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    suite: Suite
+    model: ModelSpec
+    shape: Shape
+    layout: Layout
+    backend: BackendTarget
+    capture: bool
+    tolerance: Tolerance
+    expectation: Expectation = Expectation()
+
+    @property
+    def cell(self) -> str:
+        """The id without the capture mode: an eager case and its capture twin share it."""
+        return "/".join(
+            (self.model.name, self.shape.label, f"layout={self.layout.label}", self.backend.id)
+        )
+
+    @property
+    def id(self) -> str:
+        return f"{self.cell}/{mode_name(self.capture)}"
+
+    @property
+    def sequence(self) -> tuple[str, str, str, str]:
+        """Cases sharing this key run their layouts back to back on one device."""
+        return (str(self.suite.path), self.model.name, self.shape.label, self.backend.id)
+
+    def fields(self) -> dict[str, str]:
+        """The values ``key=value`` filters and ``cases: match:`` select on."""
+        return {
+            "id": self.id,
+            "suite": self.suite.name,
+            "model": self.model.name,
+            "shape": self.shape.label,
+            "layout": self.layout.label,
+            "backend": self.backend.id,
+            "bundle": self.backend.bundle or "",
+            "capture": mode_name(self.capture),
+        }
+
+
+def suite_cells(suite: Suite) -> list[tuple[ModelSpec, Shape, Layout, BackendTarget, bool, dict]]:
+    """The suite's matrix after ``exclude`` and ``include``, with each cell's extra keys."""
+    layouts = {layout.label: layout for layout in suite.layouts}
+    models = {model.name: model for model in suite.models}
+    backends = {backend.id: backend for backend in suite.backends}
+    cells = [(*cell, {}) for cell in suite.base_cells()]
+    for entry in suite.include:
+        extras = {k: v for k, v in entry.items() if k not in DIMENSIONS}
+        extended = False
+        for cell in cells:
+            if entry_matches(entry, cell_values(*cell[:5])):
+                cell[5].update(extras)
+                extended = True
+        if not extended:
+            model = models[entry["model"]]
+            shape = Shape(tuple(dict(entry["shape"]).items()))
+            captures = (entry["capture"] == "capture",) if "capture" in entry else suite.capture
+            for capture in captures:
+                cells.append(
+                    (
+                        model,
+                        shape,
+                        layouts[entry.get("layout", suite.layouts[0].label)],
+                        backends[entry["backend"]],
+                        capture,
+                        dict(extras),
+                    )
+                )
+    return cells
+
+
+def _rule_matches(match: Mapping[str, Any], fields: Mapping[str, str]) -> bool:
+    return all(fnmatch.fnmatchcase(fields.get(k, ""), str(v)) for k, v in match.items())
+
+
+def expand_suite(suite: Suite) -> list[Case]:
+    cases = []
+    for model, shape, layout, backend, capture, extras in suite_cells(suite):
+        case = Case(suite, model, shape, layout, backend, capture, suite.tolerance)
+        for rule in suite.cases:  # the last matching rule wins, like later CSS rules
+            if _rule_matches(rule.match, case.fields()):
+                case = _with(case, rule.expectation, rule.tolerance or case.tolerance)
+        if "tolerance" in extras:
+            case = _with(case, case.expectation, Tolerance(**extras["tolerance"]))
+        cases.append(case)
+    order = {name: i for i, name in enumerate(m.name for m in suite.models)}
+    return sorted(cases, key=lambda c: _sort_key(c, suite, order))
+
+
+def _with(case: Case, expectation: Expectation, tolerance: Tolerance) -> Case:
+    return Case(
+        case.suite,
+        case.model,
+        case.shape,
+        case.layout,
+        case.backend,
+        case.capture,
+        tolerance,
+        expectation,
+    )
+
+
+def _sort_key(case: Case, suite: Suite, model_order: Mapping[str, int]):
+    layout_index = next(
+        (i for i, lay in enumerate(suite.layouts) if lay.label == case.layout.label), len(suite.layouts)
+    )
+    return (
+        model_order[case.model.name],
+        case.shape.label,
+        case.backend.id,
+        layout_index,
+        case.capture,
+    )
+
+
+def expand_matrix(suites: Iterable[Suite]) -> list[Case]:
+    """Every case of every suite, in a deterministic order; ids are unique."""
+    return [case for suite in suites for case in expand_suite(suite)]
+
+
+def select_cases(cases: Iterable[Case], filters: Iterable[str]) -> list[Case]:
+    """Keep cases matching every filter: ``key=glob`` on a field, otherwise a glob on the id."""
+    filters = list(filters)
+
+    def keep(case: Case) -> bool:
+        fields = case.fields()
+        for f in filters:
+            key, sep, pattern = f.partition("=")
+            if sep and key in fields:
+                if not fnmatch.fnmatchcase(fields[key], pattern):
+                    return False
+            elif not fnmatch.fnmatchcase(case.id, f if any(ch in f for ch in "*?[") else f"*{f}*"):
+                return False
+        return True
+
+    return [case for case in cases if keep(case)]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"i/n"`` (1-based) -> (i, n); raises ValueError with what was expected."""
+    try:
+        index, total = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard {text!r} is not i/n; expected e.g. 1/2") from None
+    if not 1 <= index <= total:
+        raise ValueError(f"--shard {text!r}: i must be between 1 and n")
+    return index, total
+
+
+def shard_cases(cases: Iterable[Case], index: int, total: int) -> list[Case]:
+    """Cases of shard ``index`` of ``total``; the shards partition the cases.
+
+    Whole layout-change sequences stay on one shard (a stale binding needs its predecessors),
+    dealt round-robin in matrix order, so every machine given the same suites splits alike.
+    """
+    cases = list(cases)
+    sequences = list(dict.fromkeys(case.sequence for case in cases))
+    owner = {key: i % total for i, key in enumerate(sequences)}
+    return [case for case in cases if owner[case.sequence] == index - 1]

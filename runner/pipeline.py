@@ -1,0 +1,178 @@
+"""The run, as a short pipeline: materialize -> reference -> backend -> judge -> store.
+
+Cases arrive in matrix order, so one layout-change sequence is contiguous and a capture case
+follows its eager twin; the pipeline keeps just what the judge needs from earlier in the
+sequence (the eager twin's run, earlier layouts' references).
+"""
+
+from __future__ import annotations
+
+import secrets
+import signal
+from collections.abc import Callable, Iterable
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from runner.backends import open_backend
+from runner.backends.base import Backend, BackendOptions, BackendRun
+from runner.environment import base_environment
+from runner.errors import EnvironmentUnusable, ExitCode
+from runner.history import CaseResult, RunFolder, SqliteHistory
+from runner.judge import Evidence, judge
+from runner.matrix import Case
+from runner.oracle import ReferenceCache
+from runner.workload import Workload, materialize
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    status: str  # complete | incomplete | environment-unusable
+    results: tuple[CaseResult, ...]
+    references_computed: int
+    message: str = ""
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.status == "environment-unusable":
+            return ExitCode.ENVIRONMENT
+        if self.status == "incomplete":
+            return ExitCode.INTERRUPTED
+        if any(r.outcome in ("unexpected", "unexpected-pass") for r in self.results):
+            return ExitCode.UNEXPECTED
+        return ExitCode.OK
+
+
+class _Sequence:
+    """What the judge may look back at within one layout-change sequence."""
+
+    def __init__(self) -> None:
+        self.key: tuple | None = None
+        self.eager: dict[str, BackendRun] = {}  # cell -> eager run
+        self.references: dict[str, tuple[str, dict]] = {}  # workload key -> (layout, reference)
+
+    def enter(self, case: Case) -> None:
+        if case.sequence != self.key:
+            self.key, self.eager, self.references = case.sequence, {}, {}
+
+    def earlier(self, workload: Workload) -> tuple[tuple[str, dict], ...]:
+        return tuple(v for k, v in self.references.items() if k != workload.key)
+
+
+@contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM stops a run the way Ctrl-C does: finished results stay, the run is marked."""
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _failed_run(exc: Exception) -> BackendRun:
+    return BackendRun(status="error", message=f"{type(exc).__name__}: {exc}")
+
+
+def execute(
+    cases: Iterable[Case],
+    out: Path,
+    options: BackendOptions,
+    on_result: Callable[[CaseResult], None] = lambda result: None,
+    on_start: Callable[[Case], None] = lambda case: None,
+) -> RunSummary:
+    """Run `cases`, storing each result as it finishes under `out` (see reports/README.md)."""
+    cases = list(cases)
+    run_id = new_run_id()
+    suites = sorted({str(case.suite.path) for case in cases})
+    run: dict[str, Any] = {
+        "run_id": run_id,
+        "started": _now(),
+        "ended": None,
+        "status": "running",
+        "cases": len(cases),
+        "suites": suites,
+        "options": {"runs": options.runs, "inject": sorted(options.inject)},
+        "environment": base_environment([Path(s) for s in suites]),
+    }
+    history = SqliteHistory(out / "history.sqlite")
+    stores = (RunFolder(out / "runs" / run_id), history)
+    oracle = ReferenceCache(out / ".oracle")
+    backends: dict[str, Backend] = {}
+    results: list[CaseResult] = []
+    status, message = "complete", ""
+    for store in stores:
+        store.begin_run(run)
+    sequence = _Sequence()
+    try:
+        with _sigterm_as_interrupt(), ExitStack() as closing:
+            for case in cases:
+                on_start(case)
+                if case.backend.name not in backends:
+                    backends[case.backend.name] = open_backend(case.backend.name, options)
+                    closing.callback(backends[case.backend.name].close)
+                result = _run_case(run_id, case, backends[case.backend.name], oracle, sequence)
+                for store in stores:
+                    store.record(result.to_dict())
+                results.append(result)
+                on_result(result)
+    except KeyboardInterrupt:
+        status, message = "incomplete", "interrupted; finished results are kept"
+    except EnvironmentUnusable as exc:
+        status, message = "environment-unusable", str(exc)
+    finally:
+        run["environment"]["backends"] = {
+            name: _safe_environment(backend) for name, backend in backends.items()
+        }
+        run.update(ended=_now(), status=status, message=message,
+                   references_computed=oracle.computed)
+        for store in stores:
+            store.end_run(run)
+        history.close()
+    return RunSummary(run_id, status, tuple(results), oracle.computed, message)
+
+
+def _safe_environment(backend: Backend) -> dict[str, Any]:
+    try:
+        return backend.environment()
+    except Exception as exc:  # a dead browser must not cost the run its record
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _run_case(
+    run_id: str, case: Case, backend: Backend, oracle: ReferenceCache, sequence: _Sequence
+) -> CaseResult:
+    sequence.enter(case)
+    try:
+        workload = materialize(case)
+        reference = oracle.reference(workload)
+    except Exception as exc:  # a model or input the oracle cannot run fails this case only
+        run = _failed_run(exc)
+        return CaseResult.of(run_id, case, run, judge(Evidence(case, run, {})))
+    run = backend.run(case, workload)
+    evidence = Evidence(
+        case,
+        run,
+        reference,
+        eager=sequence.eager.get(case.cell) if case.capture else None,
+        earlier=sequence.earlier(workload) if case.capture else (),
+    )
+    if case.capture:
+        sequence.references.setdefault(workload.key, (case.layout.label, reference))
+    else:
+        sequence.eager[case.cell] = run
+    return CaseResult.of(run_id, case, run, judge(evidence))

@@ -1,0 +1,398 @@
+"""Load suite files: safe YAML -> JSON Schema -> checks the schema cannot express -> ``Suite``.
+
+Every problem in a file is collected and raised at once as ``InvalidInput``, each located at
+``FILE:LINE:COL``; nothing here runs a model or touches a device.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from runner.errors import InvalidInput, Problem
+from runner.suite.spec import (
+    DEFAULT_LAYOUT,
+    BackendTarget,
+    CaseRule,
+    EncoderParams,
+    Expectation,
+    InputSpec,
+    Layout,
+    ModelSpec,
+    Shape,
+    Suite,
+    Tolerance,
+    cell_values,
+    entry_matches,
+)
+from runner.suite.yamlpos import Located, load_located
+from runner.uniforms import UNIFORM_FIELDS
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "suite.schema.json"
+ALL_BUNDLES = ("jsep", "webgpu", "jspi")
+BUILTIN_DIMS = {"encoder": ("batch", "sequence")}
+
+
+@lru_cache(maxsize=1)
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
+
+
+def discover(paths: Iterable[Path]) -> list[Path]:
+    """Suite files named by `paths`: files as given, folders searched for *.yaml / *.yml."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml"))
+        else:
+            found.append(path)
+    return found
+
+
+def load_suites(paths: Iterable[Path], tags: Iterable[str] = ()) -> list[Suite]:
+    """Every suite under `paths`; suites tagged `heavy` only if `tags` asks for them.
+
+    Raises InvalidInput with the problems of all files together.
+    """
+    suites, problems = [], []
+    for path in discover(paths):
+        try:
+            suites.append(load_suite(path))
+        except InvalidInput as exc:
+            problems += exc.problems
+    if problems:
+        raise InvalidInput(problems)
+    wanted = set(tags)
+    return [s for s in suites if "heavy" not in s.tags or "heavy" in wanted]
+
+
+def load_suite(path: Path) -> Suite:
+    if not path.is_file():
+        raise InvalidInput(Problem(path, 1, 1, "no such suite file", "a YAML file"))
+    located, yaml_problems = load_located(path)
+    problems = [Problem(path, p.line, p.column, p.message, p.expected) for p in yaml_problems]
+    if problems:
+        raise InvalidInput(problems)
+    if not isinstance(located.data, dict):
+        raise InvalidInput(Problem(path, 1, 1, "suite is not a mapping", "keys such as models:"))
+    problems = _schema_problems(located)
+    if problems:
+        raise InvalidInput(problems)
+    return _Builder(located).build()
+
+
+def _expected(error: jsonschema.ValidationError) -> str:
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if error.validator == "enum":
+        return "one of " + ", ".join(map(str, error.validator_value))
+    if error.validator == "type":
+        return f"a value of type {error.validator_value}"
+    if error.validator == "additionalProperties":
+        return "one of " + ", ".join(sorted(schema.get("properties", {}))) or "no other keys"
+    if error.validator in ("minimum", "exclusiveMinimum"):
+        return f"a number {'>=' if error.validator == 'minimum' else '>'} {error.validator_value}"
+    if error.validator == "maximum":
+        return f"a number <= {error.validator_value}"
+    if error.validator == "pattern":
+        return f"text matching {error.validator_value}"
+    return schema.get("description", "")
+
+
+def _leaf_errors(error: jsonschema.ValidationError) -> list[jsonschema.ValidationError]:
+    """For oneOf/anyOf, the errors of the alternative that got furthest, not the umbrella."""
+    if error.validator not in ("oneOf", "anyOf") or not error.context:
+        return [error]
+    by_branch: dict[int, list] = {}
+    for sub in error.context:
+        by_branch.setdefault(sub.schema_path[0], []).append(sub)
+    # prefer the branch whose type matched (its errors are deeper), then the fewest errors
+    best = max(
+        by_branch.values(),
+        key=lambda errs: (max(len(e.absolute_path) for e in errs), -len(errs)),
+    )
+    if all(len(e.absolute_path) == len(error.absolute_path) for e in best) and len(by_branch) > 1:
+        if all(e.validator in ("type", "enum", "required", "not") for e in best):
+            return [error]  # no alternative fits at all: say so once
+    return [leaf for sub in best for leaf in _leaf_errors(sub)]
+
+
+def _schema_problems(located: Located) -> list[Problem]:
+    problems = []
+    errors = _validator().iter_errors(located.data)
+    for error in sorted(errors, key=lambda e: list(map(str, e.path))):
+        for leaf in _leaf_errors(error):
+            path = tuple(leaf.absolute_path)
+            if leaf.validator == "additionalProperties":
+                allowed = set(leaf.schema.get("properties", {}))
+                for key in sorted(set(leaf.instance) - allowed):
+                    line, col = located.where(path + (key,), key=True)
+                    problems.append(
+                        Problem(located.file, line, col, f"unknown key {key!r}", _expected(leaf))
+                    )
+                continue
+            if leaf.validator == "oneOf" and leaf.schema.get("description"):
+                message = f"{_describe(leaf.instance)} is not valid here"
+                line, col = located.where(path)
+                problems.append(
+                    Problem(located.file, line, col, message, leaf.schema["description"])
+                )
+                continue
+            line, col = located.where(path)
+            problems.append(Problem(located.file, line, col, _message(leaf), _expected(leaf)))
+    return sorted(dict.fromkeys(problems), key=lambda p: (p.line, p.column))
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    if error.validator == "enum":
+        return f"{_describe(error.instance)} is not allowed here"
+    if error.validator == "required":
+        return error.message.replace("is a required property", "is missing")
+    return error.message
+
+
+def _describe(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _repository_root(path: Path) -> Path:
+    """The git work tree holding `path`, or its folder when it is in none."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(path.parent), "rev-parse", "--show-toplevel"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()
+        return Path(out).resolve()
+    except (OSError, subprocess.SubprocessError):
+        return path.parent.resolve()
+
+
+class _Builder:
+    """Turns validated data into a Suite, collecting the problems only code can see."""
+
+    def __init__(self, located: Located):
+        self.located, self.data, self.file = located, located.data, located.file
+        self.problems: list[Problem] = []
+        self.root = _repository_root(self.file.resolve())
+
+    def problem(self, path: tuple, message: str, expected: str = "", key: bool = False) -> None:
+        line, col = self.located.where(path, key=key)
+        self.problems.append(Problem(self.file, line, col, message, expected))
+
+    def build(self) -> Suite:
+        data = self.data
+        shapes = tuple(self.shape(s) for s in data.get("shapes", ()))
+        layouts = self.layouts(data.get("layouts"))
+        models = tuple(
+            self.model(name, spec, shapes, layouts) for name, spec in data["models"].items()
+        )
+        backends = tuple(b for spec in data["backends"] for b in self.backend(spec))
+        capture = data.get("capture", ["eager", "capture"])
+        capture = [capture] if isinstance(capture, str) else capture
+        self.check_matrix_entries(models, layouts, backends)
+        suite = Suite(
+            name=data.get("name", self.file.stem),
+            path=self.file.resolve(),
+            models=models,
+            shapes=shapes,
+            layouts=layouts,
+            backends=backends,
+            capture=tuple(sorted({mode == "capture" for mode in capture})),
+            tolerance=Tolerance(**data.get("tolerance", {})),
+            cases=tuple(self.case_rule(rule) for rule in data.get("cases", ())),
+            include=tuple(data.get("include", ())),
+            exclude=tuple(data.get("exclude", ())),
+            tags=frozenset(data.get("tags", ())),
+            description=data.get("description", ""),
+            timeout_s=float(data.get("timeout", 120.0)),
+        )
+        if not self.problems:
+            self.check_new_combinations(suite)
+        if self.problems:
+            raise InvalidInput(sorted(self.problems, key=lambda p: (p.line, p.column)))
+        return suite
+
+    @staticmethod
+    def shape(spec: dict) -> Shape:
+        return Shape(tuple(spec.items()))
+
+    def layouts(self, specs: list | None) -> tuple[Layout, ...]:
+        if not specs:
+            return (DEFAULT_LAYOUT,)
+        layouts: list[tuple[int, Layout]] = []  # (index of the spec it came from, layout)
+        for i, spec in enumerate(specs):
+            path = ("layouts", i)
+            if isinstance(spec, list):
+                self.check_fields(spec, path)
+                layouts.append((i, Layout(",".join(spec), tuple(spec))))
+            elif "permute" in spec:
+                self.check_fields(spec["permute"], path + ("permute",))
+                layouts += [
+                    (i, Layout(",".join(p), p)) for p in itertools.permutations(spec["permute"])
+                ]
+            else:
+                order = tuple(spec.get("order", ()))
+                self.check_fields(order, path + ("order",))
+                values = tuple(sorted(spec.get("values", {}).items()))
+                label = spec.get("label") or "+".join(
+                    part
+                    for part in (",".join(order), ",".join(f"{k}={v:g}" for k, v in values))
+                    if part
+                )
+                layouts.append((i, Layout(label, order, values)))
+        seen: set[str] = set()
+        for i, layout in layouts:
+            if layout.label in seen:
+                self.problem(("layouts", i), f"layout label {layout.label!r} is used twice",
+                             "distinct labels (give one with `label:`)")
+            seen.add(layout.label)
+        return tuple(layout for _, layout in layouts)
+
+    def check_fields(self, names: Iterable[str], path: tuple) -> None:
+        for j, name in enumerate(names):
+            if name not in UNIFORM_FIELDS:
+                self.problem(
+                    path + (j,),
+                    f"unknown uniform field {name!r}",
+                    "one of " + ", ".join(UNIFORM_FIELDS),
+                )
+
+    def model(self, name: str, spec: dict, shapes: tuple, layouts: tuple) -> ModelSpec:
+        path = ("models", name)
+        inputs = {
+            key: self.input_spec(value, path + ("inputs", key))
+            for key, value in spec.get("inputs", {}).items()
+        }
+        own_shapes = tuple(self.shape(s) for s in spec.get("shapes", ()))
+        if "builtin" in spec:
+            params = {k: v for k, v in spec.items() if k in EncoderParams.__dataclass_fields__}
+            encoder = EncoderParams(**params)
+            model = ModelSpec(name, builtin=spec["builtin"], encoder=encoder, inputs=inputs,
+                              shapes=own_shapes)
+            self.check_heads(encoder, path, layouts)
+            dims = set(BUILTIN_DIMS[spec["builtin"]])
+            names = {"compact": {"x"}, "exported": {"input_ids", "attention_mask"}}[encoder.style]
+        else:
+            model_path = (self.file.parent / spec["path"]).resolve()
+            model = ModelSpec(name, path=model_path, inputs=inputs, shapes=own_shapes)
+            dims, names = self.model_file(model_path, path + ("path",))
+            for layout in layouts:
+                if "heads" in layout.values_dict():
+                    self.problem(("layouts",), f"layout {layout.label!r} changes heads, which "
+                                 f"model {name!r} (an ONNX file) cannot", "eps only")
+        for key in inputs:
+            if names is not None and key not in names:
+                self.problem(path + ("inputs", key), f"model {name!r} has no input {key!r}",
+                             "one of " + ", ".join(sorted(names)), key=True)
+        if dims:
+            self.check_pinned(name, dims, own_shapes or shapes,
+                              path + ("shapes",) if own_shapes else ("shapes",))
+        return model
+
+    def check_heads(self, encoder: EncoderParams, path: tuple, layouts: tuple) -> None:
+        for heads, where in [(encoder.heads, path + ("heads",))] + [
+            (layout.values_dict()["heads"], ("layouts",))
+            for layout in layouts if "heads" in layout.values_dict()
+        ]:
+            if encoder.hidden % int(heads):
+                self.problem(where, f"heads={heads} does not divide hidden={encoder.hidden}",
+                             "a divisor of hidden")
+
+    def check_pinned(self, name: str, dims: set, shapes: tuple, path: tuple) -> None:
+        if not shapes:
+            self.problem(("models", name), f"model {name!r} has symbolic dims "
+                         f"{', '.join(sorted(dims))} and no shapes pin them", "a `shapes:` list")
+        for i, shape in enumerate(shapes):
+            missing = sorted(dims - set(shape.as_dict()))
+            if missing:
+                self.problem(path + (i,), f"symbolic dim {', '.join(missing)} of model {name!r} "
+                             "is left unpinned", "a value for every symbolic dim")
+
+    def model_file(self, model_path: Path, where: tuple) -> tuple[set, set | None]:
+        """The symbolic dims and input names of an ONNX file, after checking it is usable."""
+        import onnx
+
+        if not model_path.is_relative_to(self.root):
+            self.problem(where, f"model path resolves outside the repository ({self.root})",
+                         "a path inside the repository holding the suite")
+            return set(), None
+        if not model_path.is_file():
+            self.problem(where, f"model file {model_path} does not exist", "an ONNX file")
+            return set(), None
+        try:
+            model = onnx.load(str(model_path), load_external_data=False)
+        except Exception as exc:  # onnx raises DecodeError, ValueError, ... for non-ONNX bytes
+            self.problem(where, f"{model_path.name} is not an ONNX model ({type(exc).__name__})",
+                         "an ONNX file")
+            return set(), None
+        initializers = {t.name for t in model.graph.initializer}
+        inputs = [i for i in model.graph.input if i.name not in initializers]
+        if not model.graph.node or not model.graph.output:
+            self.problem(where, f"{model_path.name} is not an ONNX model (empty graph)",
+                         "an ONNX file")
+        dims = {
+            d.dim_param
+            for i in inputs
+            for d in i.type.tensor_type.shape.dim
+            if d.HasField("dim_param")
+        }
+        return dims, {i.name for i in inputs}
+
+    def input_spec(self, spec: dict, path: tuple) -> InputSpec:
+        low, high = spec.get("range", (None, None))
+        npy = None
+        if "npy" in spec:
+            npy = (self.file.parent / spec["npy"]).resolve()
+            if not npy.is_relative_to(self.root):
+                self.problem(path + ("npy",), "npy path resolves outside the repository",
+                             "a path inside the repository holding the suite")
+            elif not npy.is_file():
+                self.problem(path + ("npy",), f"npy file {npy} does not exist", "a .npy file")
+        if low is not None and not low < high:
+            self.problem(path + ("range",), f"range [{low}, {high}) is empty", "low < high")
+        return InputSpec(spec.get("dtype"), low, high, spec.get("fill"), spec.get("seed"), npy)
+
+    def backend(self, spec: str | dict) -> list[BackendTarget]:
+        spec = {"name": spec} if isinstance(spec, str) else spec
+        if spec["name"] != "ort-web":
+            return [BackendTarget(spec["name"], adapter=spec.get("adapter"))]
+        bundles = spec.get("bundle", list(ALL_BUNDLES))
+        bundles = [bundles] if isinstance(bundles, str) else bundles
+        return [BackendTarget("ort-web", bundle=b) for b in bundles]
+
+    def case_rule(self, rule: dict) -> CaseRule:
+        expect = rule.get("expect", "pass")
+        expect = frozenset([expect] if isinstance(expect, str) else expect)
+        tolerance = Tolerance(**rule["tolerance"]) if "tolerance" in rule else None
+        return CaseRule(rule["match"], Expectation(expect, rule.get("bug"), rule.get("reason")),
+                        tolerance)
+
+    def check_matrix_entries(self, models, layouts, backends) -> None:
+        known = {
+            "model": {m.name for m in models},
+            "layout": {lay.label for lay in layouts},
+            "backend": {b.id for b in backends} | {b.name for b in backends},
+        }
+        for section in ("include", "exclude"):
+            for i, entry in enumerate(self.data.get(section, ())):
+                for key, names in known.items():
+                    if key in entry and entry[key] not in names:
+                        self.problem((section, i, key), f"{section} names unknown {key} "
+                                     f"{entry[key]!r}", "one of " + ", ".join(sorted(names)))
+
+    def check_new_combinations(self, suite: Suite) -> None:
+        """An include entry that extends no combination adds one: it must name it fully."""
+        cells = [cell_values(*cell) for cell in suite.base_cells()]
+        for i, entry in enumerate(suite.include):
+            missing = [k for k in ("model", "shape", "backend") if k not in entry]
+            if missing and not any(entry_matches(entry, values) for values in cells):
+                self.problem(("include", i), "include entry matches no combination, so it adds "
+                             f"one, but does not name its {', '.join(missing)}",
+                             "model, shape and backend")

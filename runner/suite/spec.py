@@ -1,0 +1,187 @@
+"""What a suite declares, as frozen values; built by ``runner.suite.loader``.
+
+These are descriptions only: nothing here builds a model or touches a device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# ORT-web's own WebGPU op-test thresholds (js/web/test/test-runner.ts): an element passes if
+# within `abs`, or if actual/expected is within 1 + `rel`.
+DEFAULT_ABS = 1e-3
+DEFAULT_REL = 1e-5
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    abs: float = DEFAULT_ABS
+    rel: float = DEFAULT_REL
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """How to make one model input. Unset fields come from the model (dtype) or defaults."""
+
+    dtype: str | None = None
+    low: float | None = None  # `range: [low, high)`; integers draw from [low, high)
+    high: float | None = None
+    fill: float | None = None  # constant value, e.g. attention_mask = 1
+    seed: int | None = None
+    npy: Path | None = None  # absolute, resolved against the suite file
+
+
+@dataclass(frozen=True)
+class EncoderParams:
+    """Parameters of the builtin encoder (``builtin: encoder``)."""
+
+    style: str = "compact"  # compact: LayerNormalization, Gelu; exported: what torch.onnx writes
+    layers: int = 2
+    hidden: int = 32
+    heads: int = 4
+    ffn: int = 64
+    eps: float = 1e-5
+    activation: str = "gelu"  # gelu | gelu-tanh | relu (exported style always uses Erf GELU)
+    seed: int = 0
+    vocab: int = 100  # exported style: token ids are in [0, vocab)
+    max_positions: int = 512  # exported style: rows of the position-embedding table
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Values for a model's symbolic dims; one static case each."""
+
+    dims: tuple[tuple[str, int], ...]
+
+    @property
+    def label(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.dims) or "static"
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.dims)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    builtin: str | None = None  # "encoder"
+    encoder: EncoderParams | None = None
+    path: Path | None = None  # absolute, resolved against the suite file
+    inputs: Mapping[str, InputSpec] = field(default_factory=dict)
+    shapes: tuple[Shape, ...] = ()  # empty: the suite's shapes
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A uniform-field order and/or changed constants (see ``runner.uniforms``)."""
+
+    label: str
+    order: tuple[str, ...] = ()
+    values: tuple[tuple[str, float], ...] = ()
+
+    def values_dict(self) -> dict[str, float]:
+        return dict(self.values)
+
+
+DEFAULT_LAYOUT = Layout(label="default")
+
+
+@dataclass(frozen=True)
+class BackendTarget:
+    name: str  # "wgpu" | "ort-web" | "reference"
+    bundle: str | None = None  # ort-web: jsep | webgpu | jspi
+    adapter: str | None = None  # wgpu: adapter name or backend type to prefer
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}:{self.bundle}" if self.bundle else self.name
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What a case is expected to produce; ``expect`` is {"pass"} or the bug's verdicts."""
+
+    expect: frozenset[str] = frozenset({"pass"})
+    bug: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class CaseRule:
+    """A suite's ``cases:`` entry: an expectation (and tolerance) for the cells it matches."""
+
+    match: Mapping[str, Any]  # `id` glob and/or field values, as in --filter
+    expectation: Expectation
+    tolerance: Tolerance | None = None
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    path: Path
+    models: tuple[ModelSpec, ...]
+    shapes: tuple[Shape, ...]
+    layouts: tuple[Layout, ...]
+    backends: tuple[BackendTarget, ...]
+    capture: tuple[bool, ...] = (False, True)
+    tolerance: Tolerance = Tolerance()
+    cases: tuple[CaseRule, ...] = ()
+    include: tuple[Mapping[str, Any], ...] = ()
+    exclude: tuple[Mapping[str, Any], ...] = ()
+    tags: frozenset[str] = frozenset()
+    description: str = ""
+
+    def base_cells(self) -> list[tuple[ModelSpec, Shape, Layout, BackendTarget, bool]]:
+        """Every combination of the dimensions, less those an `exclude` entry matches."""
+        cells = []
+        for model in self.models:
+            for shape in model.shapes or self.shapes:
+                for backend in self.backends:
+                    for layout in self.layouts:
+                        for capture in self.capture:
+                            cell = (model, shape, layout, backend, capture)
+                            if not any(entry_matches(e, cell_values(*cell)) for e in self.exclude):
+                                cells.append(cell)
+        return cells
+    timeout_s: float = 120.0  # per case; `--timeout` overrides
+
+
+def mode_name(capture: bool) -> str:
+    return "capture" if capture else "eager"
+
+
+# The matrix dimensions `include` / `exclude` entries name.
+DIMENSIONS = ("model", "shape", "layout", "backend", "capture")
+
+
+def cell_values(model, shape, layout, backend, capture) -> dict[str, Any]:
+    return {
+        "model": model.name,
+        "shape": shape.as_dict(),
+        "layout": layout.label,
+        "backend": backend.id,
+        "capture": mode_name(capture),
+    }
+
+
+def entry_matches(entry: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
+    """GitHub-Actions matching: every key the entry names equals the combination's value.
+
+    A ``shape`` entry matches on the dims it names; ``backend: ort-web`` matches every bundle.
+    """
+    for key, want in entry.items():
+        if key not in DIMENSIONS:
+            continue
+        have = values[key]
+        if key == "shape":
+            if any(have.get(k) != v for k, v in dict(want).items()):
+                return False
+        elif key == "backend" and ":" not in str(want):
+            if str(have).split(":")[0] != want:
+                return False
+        elif str(have) != str(want):
+            return False
+    return True

@@ -1,0 +1,33 @@
+"""The verdict vocabulary, shared by the suite format (``expect:``) and the judge.
+
+Ordered from most to least specific: when several apply to one case, the first listed here is
+the headline.
+"""
+
+from __future__ import annotations
+
+VERDICTS: dict[str, str] = {
+    "stale-layout": "under this layout the output matches an earlier layout's reference better "
+    "than its own: a replay used that layout's constants",
+    "capture-not-engaged": "capture was asked for, but the replay created bind groups or "
+    "rewrote uniforms: the capture path was not tested",
+    "capture-mismatch": "the capture output differs from the same case's eager output",
+    "nondeterministic": "replays of the same input disagree",
+    "reference-mismatch": "the eager output differs from onnxruntime on the CPU (a kernel bug)",
+    "capture-unsupported": "the backend refused to create a capture session",
+    "unsupported-op": "the model uses an operator the backend does not implement",
+    "timeout": "the case ran past its time limit",
+    "error": "the backend failed while running the case",
+    "skipped": "the case cannot run here (the reason says why); not a failure",
+    "pass": "every output within tolerance",
+}
+
+FAILURES = frozenset(VERDICTS) - {"pass", "skipped"}
+
+
+def headline(verdicts: set[str] | frozenset[str]) -> str:
+    """The most specific of several verdicts (``pass`` when there are none)."""
+    for name in VERDICTS:
+        if name in verdicts:
+            return name
+    return "pass"

@@ -1,0 +1,109 @@
+"""Materialize a case: the ONNX model variant for its layout and the input tensors.
+
+Backends and the oracle both consume a ``Workload``; neither builds models or inputs itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from runner.matrix import Case
+from runner.suite.spec import EncoderParams, InputSpec, Layout
+from runner.workload.encoder import build_encoder
+from runner.workload.inputs import make_inputs
+from runner.workload.variants import apply_layout
+
+
+@dataclass(frozen=True)
+class Workload:
+    key: str  # content hash of model bytes, shape and inputs: the oracle's cache key
+    model: bytes  # serialized ONNX; symbolic dims kept (backends pin them from `shape`)
+    inputs: Mapping[str, np.ndarray]
+    output_names: tuple[str, ...]
+    shape: Mapping[str, int]  # symbolic dim -> value (ort-web's freeDimensionOverrides)
+    uniform_order: tuple[str, ...] = ()  # the layout's field order (wgpu uniform structs)
+
+
+@dataclass(frozen=True)
+class _Variant:
+    """A built model variant, shared by every case of one model and layout. Never mutated."""
+
+    model: onnx.ModelProto
+    data: bytes
+    digest: bytes  # sha256 of `data`
+
+
+def materialize(case: Case) -> Workload:
+    """The model variant for the case's layout and its inputs at the case's shape."""
+    spec = case.model
+    if spec.builtin is not None:
+        if spec.builtin != "encoder":
+            raise ValueError(f"model {spec.name!r}: unknown builtin {spec.builtin!r}")
+        params = spec.encoder or EncoderParams()
+        variant = _builtin_variant(params, case.layout)
+        specs = {**_builtin_input_defaults(params), **spec.inputs}
+        seed = params.seed
+    elif spec.path is not None:
+        path = Path(spec.path)
+        if not path.is_file():
+            raise ValueError(f"model {spec.name!r}: no model file at {path}")
+        stat = path.stat()
+        variant = _path_variant(path, stat.st_mtime_ns, stat.st_size, case.layout)
+        specs, seed = spec.inputs, 0
+    else:
+        raise ValueError(f"model {spec.name!r} has neither a builtin nor a path")
+    shape = case.shape.as_dict()
+    inputs = make_inputs(variant.model, specs, shape, seed)
+    return Workload(
+        key=_workload_key(variant.digest, shape, inputs),
+        model=variant.data,
+        inputs=inputs,
+        output_names=tuple(output.name for output in variant.model.graph.output),
+        shape=shape,
+        uniform_order=case.layout.order,
+    )
+
+
+def _builtin_input_defaults(params: EncoderParams) -> dict[str, InputSpec]:
+    """Meaningful inputs for the exported encoder: valid token ids, nothing masked."""
+    if params.style != "exported":
+        return {}
+    return {"input_ids": InputSpec(low=0, high=params.vocab), "attention_mask": InputSpec(fill=1)}
+
+
+@functools.lru_cache(maxsize=32)
+def _builtin_variant(params: EncoderParams, layout: Layout) -> _Variant:
+    """The builder realizes the layout's values itself; ``apply_layout`` only orders."""
+    model = build_encoder(params, layout.values_dict())
+    return _variant(apply_layout(model, dataclasses.replace(layout, values=())))
+
+
+@functools.lru_cache(maxsize=8)
+def _path_variant(path: Path, mtime_ns: int, size: int, layout: Layout) -> _Variant:
+    """Keyed on the file's mtime and size too, so an edited model file is rebuilt."""
+    return _variant(apply_layout(onnx.load(str(path)), layout))
+
+
+def _variant(model: onnx.ModelProto) -> _Variant:
+    data = model.SerializeToString()
+    return _Variant(model, data, hashlib.sha256(data).digest())
+
+
+def _workload_key(
+    model_digest: bytes, shape: Mapping[str, int], inputs: Mapping[str, np.ndarray]
+) -> str:
+    digest = hashlib.sha256(model_digest)
+    digest.update(repr(sorted(shape.items())).encode())
+    for name in sorted(inputs):
+        array = np.ascontiguousarray(inputs[name])
+        digest.update(f"{name}:{array.dtype.str}:{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()

@@ -1,0 +1,117 @@
+"""Matrix expansion: counts, order, include/exclude, filters and shards."""
+
+from __future__ import annotations
+
+import pytest
+
+from runner.matrix import expand_matrix, parse_shard, select_cases, shard_cases
+from runner.suite import load_suite
+
+SUITE = """
+models:
+  a: {builtin: encoder}
+  b: {builtin: encoder, style: exported, heads: 2}
+shapes:
+  - {batch: 1, sequence: 8}
+  - {batch: 2, sequence: 8}
+layouts:
+  - permute: [eps, heads]
+  - label: small-eps
+    values: {eps: 1.0e-3}
+backends: [wgpu, ort-web]
+"""
+
+
+@pytest.fixture
+def suite(write_suite):
+    return load_suite(write_suite(SUITE))
+
+
+def test_counts_and_ids(suite):
+    cases = expand_matrix([suite])
+    # 2 models x 2 shapes x 4 backends (wgpu + 3 ort-web builds) x 3 layouts x 2 modes
+    assert len(cases) == 2 * 2 * 4 * 3 * 2
+    assert len({case.id for case in cases}) == len(cases)
+    assert cases[0].id == "a/batch=1,sequence=8/layout=eps,heads/ort-web:jsep/eager"
+    assert cases[1].id == "a/batch=1,sequence=8/layout=eps,heads/ort-web:jsep/capture"
+    assert cases[2].id == "a/batch=1,sequence=8/layout=heads,eps/ort-web:jsep/eager"
+
+
+def test_order_keeps_layout_sequences_contiguous(suite):
+    cases = expand_matrix([suite])
+    seen, previous = set(), None
+    for case in cases:
+        if case.sequence != previous:
+            assert case.sequence not in seen, "a sequence was split"
+            seen.add(case.sequence)
+            previous = case.sequence
+    assert expand_matrix([suite]) == cases  # deterministic
+
+
+def test_exclude_and_include(write_suite):
+    suite = load_suite(write_suite(SUITE + """
+exclude:
+  - {backend: ort-web, capture: eager}
+  - {model: b, shape: {batch: 2}}
+include:
+  - {model: a, backend: wgpu, tolerance: {abs: 0.5}}
+  - {model: b, shape: {batch: 4, sequence: 8}, backend: wgpu, layout: small-eps, capture: capture}
+"""))
+    cases = expand_matrix([suite])
+    ids = {case.id for case in cases}
+    assert not any("ort-web" in i and i.endswith("/eager") for i in ids)
+    assert not any(i.startswith("b/batch=2,") for i in ids)
+    assert "b/batch=4,sequence=8/layout=small-eps/wgpu/capture" in ids
+    # a: 2 shapes x (wgpu 3x2 + ort-web 3 builds x 3 layouts x capture only) = 2 x 15
+    # b: 1 shape x 15, plus the included one
+    assert len(cases) == 30 + 15 + 1
+    widened = [c for c in cases if c.model.name == "a" and c.backend.id == "wgpu"]
+    assert widened and all(c.tolerance.abs == 0.5 for c in widened)
+    assert all(c.tolerance.abs == 1e-3 for c in cases if c not in widened)
+
+
+def test_case_rules_attach_expectations(write_suite):
+    suite = load_suite(write_suite(SUITE + """
+cases:
+  - match: {layout: small-eps, capture: capture, backend: "ort-web:*"}
+    bug: microsoft/onnxruntime#29594
+    expect: [stale-layout, capture-mismatch]
+    reason: replay keeps the first layout's eps
+    tolerance: {abs: 0.01, rel: 0.0}
+"""))
+    cases = expand_matrix([suite])
+    marked = [c for c in cases if c.expectation.bug]
+    assert len(marked) == 2 * 2 * 3  # models x shapes x builds
+    assert all(c.expectation.expect == {"stale-layout", "capture-mismatch"} for c in marked)
+    assert all(c.tolerance.abs == 0.01 for c in marked)
+    assert all(c.expectation.expect == {"pass"} for c in cases if c not in marked)
+
+
+def test_filters(suite):
+    cases = expand_matrix([suite])
+    assert len(select_cases(cases, ["backend=wgpu"])) == 24
+    assert len(select_cases(cases, ["capture=capture", "model=b"])) == 24
+    assert len(select_cases(cases, ["*/layout=small-eps/*"])) == 32
+    assert len(select_cases(cases, ["small-eps"])) == 32  # a bare word matches inside ids
+    assert len(select_cases(cases, ["bundle=js*"])) == 2 * 2 * 2 * 3 * 2
+    assert select_cases(cases, ["model=nope"]) == []
+
+
+@pytest.mark.parametrize("total", [1, 2, 3, 5, 7])
+def test_shards_cover_every_case_exactly_once(suite, total):
+    cases = expand_matrix([suite])
+    shards = [shard_cases(cases, i, total) for i in range(1, total + 1)]
+    flat = [case.id for shard in shards for case in shard]
+    assert sorted(flat) == sorted(case.id for case in cases)
+    assert len(flat) == len(set(flat))
+    for shard in shards:  # sequences are never split
+        for case in shard:
+            assert all(c in shard for c in cases if c.sequence == case.sequence)
+    if total <= 2:
+        assert all(shards), "a shard came out empty"
+
+
+@pytest.mark.parametrize("text", ["0/2", "3/2", "1", "a/b", "1/0"])
+def test_bad_shard(text):
+    with pytest.raises(ValueError, match="--shard"):
+        parse_shard(text)
