@@ -7,7 +7,9 @@ sequence is contiguous, and a capture case directly follows its eager twin.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +39,9 @@ class Case:
     capture: bool
     tolerance: Tolerance
     expectation: Expectation = Expectation()
+    # The first layout captured again at the end of its sequence (A, B, ..., A): a replay
+    # that picks up a later layout's state shows here.
+    revisit: bool = False
 
     @property
     def cell(self) -> str:
@@ -47,7 +52,7 @@ class Case:
 
     @property
     def id(self) -> str:
-        return f"{self.cell}/{mode_name(self.capture)}"
+        return f"{self.cell}/{mode_name(self.capture)}{'-revisit' if self.revisit else ''}"
 
     @property
     def sequence(self) -> tuple[str, str, str, str]:
@@ -107,33 +112,36 @@ def expand_suite(suite: Suite) -> list[Case]:
     cases = []
     for model, shape, layout, backend, capture, extras in suite_cells(suite):
         case = Case(suite, model, shape, layout, backend, capture, suite.tolerance)
-        for rule in suite.cases:  # the last matching rule wins, like later CSS rules
-            if _rule_matches(rule.match, case.fields()):
-                case = _with(case, rule.expectation, rule.tolerance or case.tolerance)
         if "tolerance" in extras:
-            case = _with(case, case.expectation, Tolerance(**extras["tolerance"]))
+            case = dataclasses.replace(case, tolerance=Tolerance(**extras["tolerance"]))
         cases.append(case)
     order = {name: i for i, name in enumerate(m.name for m in suite.models)}
-    return sorted(cases, key=lambda c: _sort_key(c, suite, order))
+    cases.sort(key=lambda c: _sort_key(c, suite, order))
+    return [_apply_rules(case, suite) for case in _with_revisits(cases)]
 
 
-def _with(case: Case, expectation: Expectation, tolerance: Tolerance) -> Case:
-    return Case(
-        case.suite,
-        case.model,
-        case.shape,
-        case.layout,
-        case.backend,
-        case.capture,
-        tolerance,
-        expectation,
-    )
+def _with_revisits(cases: list[Case]) -> list[Case]:
+    """After each sequence that captured two or more layouts, capture its first layout again."""
+    result: list[Case] = []
+    for _, group in itertools.groupby(cases, key=lambda c: c.sequence):
+        group = list(group)
+        captured = [c for c in group if c.capture]
+        result += group
+        if len({c.layout.label for c in captured}) > 1:
+            result.append(dataclasses.replace(captured[0], revisit=True))
+    return result
+
+
+def _apply_rules(case: Case, suite: Suite) -> Case:
+    for rule in suite.cases:  # the last matching rule wins, like later CSS rules
+        if _rule_matches(rule.match, case.fields()):
+            case = dataclasses.replace(case, expectation=rule.expectation,
+                                       tolerance=rule.tolerance or case.tolerance)
+    return case
 
 
 def _sort_key(case: Case, suite: Suite, model_order: Mapping[str, int]):
-    layout_index = next(
-        (i for i, lay in enumerate(suite.layouts) if lay.label == case.layout.label), len(suite.layouts)
-    )
+    layout_index = [layout.label for layout in suite.layouts].index(case.layout.label)
     return (
         model_order[case.model.name],
         case.shape.label,

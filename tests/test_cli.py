@@ -44,12 +44,12 @@ def test_run_records_every_case(write_suite, tmp_path, result_schema):
     assert proc.returncode == 0, proc.stderr
     [run_dir] = (out / "runs").iterdir()
     run = json.loads((run_dir / "run.json").read_text())
-    assert run["status"] == "complete" and run["cases"] == 8
+    assert run["status"] == "complete" and run["cases"] == 10  # 2 x (2 layouts x 2 modes + 1)
     assert run["references_computed"] == 4  # 2 models x 2 layouts
     assert run["environment"]["onnxruntime"] and run["environment"]["backends"]["reference"]
     assert run["environment"]["suites_git"]["commit"] is None  # the suite repo has no commits
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
-    assert len(records) == 8
+    assert len(records) == 10
     for record in records:
         jsonschema.validate(record, result_schema)
         assert record["verdict"] == "pass" and record["outcome"] == "expected"
@@ -65,7 +65,7 @@ def test_run_records_every_case(write_suite, tmp_path, result_schema):
     assert again.returncode == 0, again.stderr
     assert "references computed: 0" in again.stderr
     with sqlite3.connect(out / "history.sqlite") as db:
-        assert db.execute("SELECT count(*) FROM results").fetchone() == (12,)
+        assert db.execute("SELECT count(*) FROM results").fetchone() == (15,)
         assert db.execute("SELECT count(*) FROM runs").fetchone() == (2,)
 
 
@@ -87,14 +87,16 @@ def test_list_filter_and_shard(write_suite):
     assert listed == [
         "enc/batch=1,sequence=8/layout=eps,heads/reference/capture",
         "enc/batch=1,sequence=8/layout=big-eps/reference/capture",
+        "enc/batch=1,sequence=8/layout=eps,heads/reference/capture-revisit",
         "bert/batch=1,sequence=8/layout=eps,heads/reference/capture",
         "bert/batch=1,sequence=8/layout=big-eps/reference/capture",
+        "bert/batch=1,sequence=8/layout=eps,heads/reference/capture-revisit",
     ]
     one = regress("list", suite, "--shard", "1/2").stdout.split()
     two = regress("list", suite, "--shard", "2/2").stdout.split()
-    assert len(one) == len(two) == 4 and not set(one) & set(two)
+    assert len(one) == len(two) == 5 and not set(one) & set(two)
     retargeted = regress("list", suite, "--backend", "ort-web:jspi", "--backend", "wgpu")
-    assert len(retargeted.stdout.split()) == 16
+    assert len(retargeted.stdout.split()) == 20
     assert "enc/batch=1,sequence=8/layout=eps,heads/ort-web:jspi/eager" in retargeted.stdout
 
 
@@ -125,7 +127,7 @@ def test_bad_arguments_exit_2(write_suite, tmp_path, args, message):
 
 def test_validate_reports_counts(write_suite):
     proc = regress("validate", write_suite(SUITE))
-    assert proc.returncode == 0 and proc.stdout.strip() == "ok: 1 suite(s), 8 case(s)"
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok: 1 suite(s), 10 case(s)"
 
 
 @pytest.mark.parametrize("command", ["validate", "list", "run", "report", "doctor"])

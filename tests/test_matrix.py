@@ -29,8 +29,9 @@ def suite(write_suite):
 
 def test_counts_and_ids(suite):
     cases = expand_matrix([suite])
-    # 2 models x 2 shapes x 4 backends (wgpu + 3 ort-web builds) x 3 layouts x 2 modes
-    assert len(cases) == 2 * 2 * 4 * 3 * 2
+    # 2 models x 2 shapes x 4 backends (wgpu + 3 ort-web builds) x (3 layouts x 2 modes
+    # + the first layout captured again at the end of the sequence)
+    assert len(cases) == 2 * 2 * 4 * (3 * 2 + 1)
     assert len({case.id for case in cases}) == len(cases)
     assert cases[0].id == "a/batch=1,sequence=8/layout=eps,heads/ort-web:jsep/eager"
     assert cases[1].id == "a/batch=1,sequence=8/layout=eps,heads/ort-web:jsep/capture"
@@ -48,6 +49,20 @@ def test_order_keeps_layout_sequences_contiguous(suite):
     assert expand_matrix([suite]) == cases  # deterministic
 
 
+def test_sequences_return_to_their_first_layout(suite):
+    cases = [c for c in expand_matrix([suite]) if c.sequence == expand_matrix([suite])[0].sequence]
+    assert [c.id.split("/", 2)[2] for c in cases] == [
+        "layout=eps,heads/ort-web:jsep/eager",
+        "layout=eps,heads/ort-web:jsep/capture",
+        "layout=heads,eps/ort-web:jsep/eager",
+        "layout=heads,eps/ort-web:jsep/capture",
+        "layout=small-eps/ort-web:jsep/eager",
+        "layout=small-eps/ort-web:jsep/capture",
+        "layout=eps,heads/ort-web:jsep/capture-revisit",
+    ]
+    assert cases[-1].revisit and cases[-1].cell == cases[0].cell
+
+
 def test_exclude_and_include(write_suite):
     suite = load_suite(write_suite(SUITE + """
 exclude:
@@ -62,9 +77,9 @@ include:
     assert not any("ort-web" in i and i.endswith("/eager") for i in ids)
     assert not any(i.startswith("b/batch=2,") for i in ids)
     assert "b/batch=4,sequence=8/layout=small-eps/wgpu/capture" in ids
-    # a: 2 shapes x (wgpu 3x2 + ort-web 3 builds x 3 layouts x capture only) = 2 x 15
-    # b: 1 shape x 15, plus the included one
-    assert len(cases) == 30 + 15 + 1
+    # a: 2 shapes x (wgpu 3x2+1 + ort-web 3 builds x (3 layouts x capture only + 1)) = 2 x 19
+    # b: 1 shape x 19, plus the included one
+    assert len(cases) == 38 + 19 + 1
     widened = [c for c in cases if c.model.name == "a" and c.backend.id == "wgpu"]
     assert widened and all(c.tolerance.abs == 0.5 for c in widened)
     assert all(c.tolerance.abs == 1e-3 for c in cases if c not in widened)
@@ -81,7 +96,7 @@ cases:
 """))
     cases = expand_matrix([suite])
     marked = [c for c in cases if c.expectation.bug]
-    assert len(marked) == 2 * 2 * 3  # models x shapes x builds
+    assert len(marked) == 2 * 2 * 3  # models x shapes x builds (revisits are of another layout)
     assert all(c.expectation.expect == {"stale-layout", "capture-mismatch"} for c in marked)
     assert all(c.tolerance.abs == 0.01 for c in marked)
     assert all(c.expectation.expect == {"pass"} for c in cases if c not in marked)
@@ -89,11 +104,12 @@ cases:
 
 def test_filters(suite):
     cases = expand_matrix([suite])
-    assert len(select_cases(cases, ["backend=wgpu"])) == 24
-    assert len(select_cases(cases, ["capture=capture", "model=b"])) == 24
+    assert len(select_cases(cases, ["backend=wgpu"])) == 28
+    assert len(select_cases(cases, ["capture=capture", "model=b"])) == 32  # revisits included
+    assert len(select_cases(cases, ["*/capture-revisit"])) == 16
     assert len(select_cases(cases, ["*/layout=small-eps/*"])) == 32
     assert len(select_cases(cases, ["small-eps"])) == 32  # a bare word matches inside ids
-    assert len(select_cases(cases, ["bundle=js*"])) == 2 * 2 * 2 * 3 * 2
+    assert len(select_cases(cases, ["bundle=js*"])) == 2 * 2 * 2 * 7
     assert select_cases(cases, ["model=nope"]) == []
 
 
