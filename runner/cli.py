@@ -80,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="build reports/index.html from the history")
     report.add_argument("--out", type=Path, default=DEFAULT_OUT, help="reports folder")
 
+    merge = commands.add_parser("merge", help="merge --shard outputs into one history and report")
+    merge.add_argument("sources", nargs="+", type=Path, help="the shards' --out folders")
+    merge.add_argument("--out", type=Path, default=DEFAULT_OUT, help="merged reports folder")
+
     commands.add_parser("doctor", help="say what this machine offers and how to fix what is not")
     return parser
 
@@ -157,8 +161,10 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
                TimeElapsedColumn(), TextColumn("{task.fields[case]}"))
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("running", total=len(cases), case="")
+        selection = {"filters": args.filter, "shard": args.shard, "backends": args.backend,
+                     "tags": args.tag}
         summary = execute(
-            cases, args.out, options,
+            cases, args.out, options, selection,
             on_start=lambda case: progress.update(task, case=case.id),
             on_result=lambda result: progress.advance(task),
         )
@@ -202,6 +208,15 @@ def cmd_report(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+def cmd_merge(args: argparse.Namespace) -> ExitCode:
+    from runner.history.merge import merge_shards
+
+    summary = merge_shards(args.sources, args.out)
+    print(f"merged {summary.runs} run(s), {summary.results_added} new result(s) into {args.out}")
+    _build_reports(args.out)
+    return ExitCode.OK
+
+
 def cmd_doctor(args: argparse.Namespace) -> ExitCode:
     from runner.doctor import diagnose
 
@@ -220,6 +235,7 @@ COMMANDS = {
     "list": cmd_list,
     "run": cmd_run,
     "report": cmd_report,
+    "merge": cmd_merge,
     "doctor": cmd_doctor,
 }
 

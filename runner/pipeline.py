@@ -7,6 +7,7 @@ sequence (the eager twin's run, earlier layouts' references).
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import signal
 from collections.abc import Callable, Iterable
@@ -88,14 +89,24 @@ def _failed_run(exc: Exception) -> BackendRun:
     return BackendRun(status="error", message=f"{type(exc).__name__}: {exc}")
 
 
+def suites_digest(paths: Iterable[str]) -> str:
+    """A fingerprint of the suites' contents, the same on every machine (paths left out)."""
+    digests = sorted(hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in paths)
+    return hashlib.sha256("".join(digests).encode()).hexdigest()[:16]
+
+
 def execute(
     cases: Iterable[Case],
     out: Path,
     options: BackendOptions,
+    selection: dict[str, Any] | None = None,
     on_result: Callable[[CaseResult], None] = lambda result: None,
     on_start: Callable[[Case], None] = lambda case: None,
 ) -> RunSummary:
-    """Run `cases`, storing each result as it finishes under `out` (see reports/README.md)."""
+    """Run `cases`, storing each result as it finishes under `out` (see reports/README.md).
+
+    `selection` (filters, shard, backends) is recorded so that shards can be merged safely.
+    """
     cases = list(cases)
     run_id = new_run_id()
     suites = sorted({str(case.suite.path) for case in cases})
@@ -106,6 +117,8 @@ def execute(
         "status": "running",
         "cases": len(cases),
         "suites": suites,
+        "suites_digest": suites_digest(suites),
+        "selection": selection or {},
         "options": {"runs": options.runs, "inject": sorted(options.inject)},
         "environment": base_environment([Path(s) for s in suites]),
     }

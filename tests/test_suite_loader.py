@@ -253,3 +253,18 @@ def test_bundled_suites_are_valid():
 
     suites = load_suites([REPO / "suites"], tags=["heavy"])
     assert suites, "no bundled suites"
+
+
+def test_huge_shape_is_refused_before_anything_is_allocated(write_suite):
+    path = write_suite("""
+        models:
+          enc: {builtin: encoder, hidden: 64, heads: 4}
+        shapes:
+          - {batch: 1, sequence: 16}
+          - {batch: 64, sequence: 65536}
+        backends: [wgpu]
+        """)
+    assert problems(path) == [
+        f"{path}:5:5: shape batch=64,sequence=65536 gives model 'enc' a tensor of "
+        "4,194,304 MiB; expected at most 1024 MiB per tensor (REGRESS_MAX_TENSOR_MIB raises it)"
+    ]

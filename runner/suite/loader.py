@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
+import os
 import subprocess
-from collections.abc import Iterable
-from functools import lru_cache
+from collections.abc import Callable, Iterable
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,8 @@ from runner.suite.spec import (
 from runner.suite.yamlpos import Located, load_located
 from runner.uniforms import UNIFORM_FIELDS
 
+# Refuse a shape before anything is allocated if one tensor would pass this.
+MAX_TENSOR_BYTES = int(os.environ.get("REGRESS_MAX_TENSOR_MIB", "1024")) << 20
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "suite.schema.json"
 ALL_BUNDLES = ("jsep", "webgpu", "jspi")
 BUILTIN_DIMS = {"encoder": ("batch", "sequence")}
@@ -174,6 +178,23 @@ def _repository_root(path: Path) -> Path:
         return path.parent.resolve()
 
 
+def _largest_encoder_tensor(encoder: EncoderParams, shape: dict[str, int]) -> int:
+    """Elements of the builtin encoder's largest tensor: activations, scores or tables."""
+    batch, sequence = shape["batch"], shape["sequence"]
+    return max(
+        batch * sequence * max(encoder.hidden, encoder.ffn),
+        batch * encoder.heads * sequence * sequence,
+        encoder.vocab * encoder.hidden,
+        encoder.max_positions * encoder.hidden,
+    )
+
+
+def _largest_input(inputs: dict[str, list[int | str]], shape: dict[str, int]) -> int:
+    """Elements of a model file's largest input (its intermediates are unknown before running)."""
+    return max((math.prod(shape.get(d, 1) if isinstance(d, str) else max(d, 1) for d in dims)
+                for dims in inputs.values()), default=0)
+
+
 class _Builder:
     """Turns validated data into a Suite, collecting the problems only code can see."""
 
@@ -279,10 +300,14 @@ class _Builder:
             self.check_heads(encoder, path, layouts)
             dims = set(BUILTIN_DIMS[spec["builtin"]])
             names = {"compact": {"x"}, "exported": {"input_ids", "attention_mask"}}[encoder.style]
+            largest = partial(_largest_encoder_tensor, encoder)
         else:
             model_path = (self.file.parent / spec["path"]).resolve()
             model = ModelSpec(name, path=model_path, inputs=inputs, shapes=own_shapes)
-            dims, names = self.model_file(model_path, path + ("path",))
+            input_dims = self.model_file(model_path, path + ("path",))
+            names = set(input_dims) if input_dims is not None else None
+            dims = {d for ds in (input_dims or {}).values() for d in ds if isinstance(d, str)}
+            largest = partial(_largest_input, input_dims or {})
             for layout in layouts:
                 if "heads" in layout.values_dict():
                     self.problem(("layouts",), f"layout {layout.label!r} changes heads, which "
@@ -292,7 +317,7 @@ class _Builder:
                 self.problem(path + ("inputs", key), f"model {name!r} has no input {key!r}",
                              "one of " + ", ".join(sorted(names)), key=True)
         if dims:
-            self.check_pinned(name, dims, own_shapes or shapes,
+            self.check_pinned(name, dims, own_shapes or shapes, largest,
                               path + ("shapes",) if own_shapes else ("shapes",))
         return model
 
@@ -305,7 +330,10 @@ class _Builder:
                 self.problem(where, f"heads={heads} does not divide hidden={encoder.hidden}",
                              "a divisor of hidden")
 
-    def check_pinned(self, name: str, dims: set, shapes: tuple, path: tuple) -> None:
+    def check_pinned(
+        self, name: str, dims: set, shapes: tuple, largest: Callable[[dict], int], path: tuple
+    ) -> None:
+        """Every symbolic dim pinned, and no tensor past the memory budget, per shape."""
         if not shapes:
             self.problem(("models", name), f"model {name!r} has symbolic dims "
                          f"{', '.join(sorted(dims))} and no shapes pin them", "a `shapes:` list")
@@ -314,36 +342,40 @@ class _Builder:
             if missing:
                 self.problem(path + (i,), f"symbolic dim {', '.join(missing)} of model {name!r} "
                              "is left unpinned", "a value for every symbolic dim")
+                continue
+            size = largest(shape.as_dict()) * 4
+            if size > MAX_TENSOR_BYTES:
+                self.problem(path + (i,), f"shape {shape.label} gives model {name!r} a tensor of "
+                             f"{size / 2**20:,.0f} MiB", f"at most {MAX_TENSOR_BYTES >> 20} MiB "
+                             "per tensor (REGRESS_MAX_TENSOR_MIB raises it)")
 
-    def model_file(self, model_path: Path, where: tuple) -> tuple[set, set | None]:
-        """The symbolic dims and input names of an ONNX file, after checking it is usable."""
+    def model_file(self, model_path: Path, where: tuple) -> dict[str, list[int | str]] | None:
+        """The inputs of an ONNX file and their dims, after checking the file is usable."""
         import onnx
 
         if not model_path.is_relative_to(self.root):
             self.problem(where, f"model path resolves outside the repository ({self.root})",
                          "a path inside the repository holding the suite")
-            return set(), None
+            return None
         if not model_path.is_file():
             self.problem(where, f"model file {model_path} does not exist", "an ONNX file")
-            return set(), None
+            return None
         try:
             model = onnx.load(str(model_path), load_external_data=False)
         except Exception as exc:  # onnx raises DecodeError, ValueError, ... for non-ONNX bytes
             self.problem(where, f"{model_path.name} is not an ONNX model ({type(exc).__name__})",
                          "an ONNX file")
-            return set(), None
+            return None
         initializers = {t.name for t in model.graph.initializer}
         inputs = [i for i in model.graph.input if i.name not in initializers]
         if not model.graph.node or not model.graph.output:
             self.problem(where, f"{model_path.name} is not an ONNX model (empty graph)",
                          "an ONNX file")
-        dims = {
-            d.dim_param
+        return {
+            i.name: [d.dim_param if d.HasField("dim_param") else d.dim_value
+                     for d in i.type.tensor_type.shape.dim]
             for i in inputs
-            for d in i.type.tensor_type.shape.dim
-            if d.HasField("dim_param")
         }
-        return dims, {i.name for i in inputs}
 
     def input_spec(self, spec: dict, path: tuple) -> InputSpec:
         low, high = spec.get("range", (None, None))

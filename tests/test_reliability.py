@@ -1,0 +1,96 @@
+"""Interruption, shards and concurrent writers, on the reference backend (no GPU needed)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+from runner.history import SqliteHistory
+
+from .conftest import REPO
+from .test_cli import SUITE, regress
+
+
+def _results(out):
+    with sqlite3.connect(out / "history.sqlite") as db:
+        return db.execute("SELECT case_id, run_id FROM results").fetchall()
+
+
+def test_shards_merge_into_one_history_without_duplicates(write_suite, tmp_path):
+    suite = write_suite(SUITE)
+    for i in (1, 2):
+        proc = regress("run", suite, "--shard", f"{i}/2", "--runs", "1", "--out", tmp_path / f"s{i}")
+        assert proc.returncode == 0, proc.stderr
+    merged = tmp_path / "merged"
+    proc = regress("merge", tmp_path / "s1", tmp_path / "s2", "--out", merged)
+    assert "merged 2 run(s), 10 new result(s)" in proc.stdout, proc.stderr
+    case_ids = sorted(case for case, _ in _results(merged))
+    assert case_ids == sorted(regress("list", suite).stdout.split())
+    assert len(list((merged / "runs").iterdir())) == 2
+    again = regress("merge", tmp_path / "s1", tmp_path / "s2", "--out", merged)
+    assert "0 new result(s)" in again.stdout and len(_results(merged)) == 10
+
+
+def test_merge_refuses_shards_of_different_suites(write_suite, tmp_path):
+    one = write_suite(SUITE, "one.yaml")
+    other = write_suite(SUITE.replace("name: e2e", "name: other"), "other.yaml")
+    regress("run", one, "--shard", "1/2", "--runs", "1", "--out", tmp_path / "a")
+    regress("run", other, "--shard", "2/2", "--runs", "1", "--out", tmp_path / "b")
+    proc = regress("merge", tmp_path / "a", tmp_path / "b", "--out", tmp_path / "m")
+    assert proc.returncode == 2 and "shards come from different suites" in proc.stderr
+    assert not (tmp_path / "m" / "history.sqlite").exists()
+
+
+def test_sigterm_keeps_finished_results_and_marks_the_run(write_suite, tmp_path):
+    shapes = "\n".join(f"  - {{batch: 1, sequence: {8 + i}}}" for i in range(40))
+    suite = write_suite(SUITE.replace("  - {batch: 1, sequence: 8}", shapes))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "runner", "run", str(suite), "--out", str(out),
+                             "--runs", "2"], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        jsonl = list(out.glob("runs/*/results.jsonl"))
+        if jsonl and len(jsonl[0].read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    [run_dir] = (out / "runs").iterdir()
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["status"] == "incomplete" and run["ended"]
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    assert 3 <= len(lines) < run["cases"]
+    assert len(_results(out)) == len(lines), "history and results.jsonl hold the same results"
+
+
+def _write_many(path, writer: int, count: int) -> None:
+    history = SqliteHistory(path)
+    history.begin_run({"run_id": f"run-{writer}", "started": "2026-01-01T00:00:00"})
+    for i in range(count):
+        history.record({"result_id": f"{writer}-{i}", "run_id": f"run-{writer}",
+                        "case_id": f"case-{i}"})
+    history.close()
+
+
+def test_concurrent_writers_do_not_corrupt_the_history(tmp_path):
+    path = tmp_path / "history.sqlite"
+    SqliteHistory(path).close()
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=_write_many, args=(path, w, 150)) for w in range(3)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(timeout=120)
+        assert writer.exitcode == 0
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert db.execute("SELECT count(*) FROM results").fetchone() == (450,)
+        assert db.execute("SELECT count(*) FROM runs").fetchone() == (3,)
