@@ -24,7 +24,8 @@ def _results(out):
 def test_shards_merge_into_one_history_without_duplicates(write_suite, tmp_path):
     suite = write_suite(SUITE)
     for i in (1, 2):
-        proc = regress("run", suite, "--shard", f"{i}/2", "--runs", "1", "--out", tmp_path / f"s{i}")
+        out = tmp_path / f"s{i}"
+        proc = regress("run", suite, "--shard", f"{i}/2", "--runs", "1", "--out", out)
         assert proc.returncode == 0, proc.stderr
     merged = tmp_path / "merged"
     proc = regress("merge", tmp_path / "s1", tmp_path / "s2", "--out", merged)
