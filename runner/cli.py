@@ -132,12 +132,25 @@ def cmd_list(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
-def _known_faults(cases: list[Case]) -> dict[str, str]:
-    faults: dict[str, str] = {}
+def check_faults(cases: list[Case], injected: list[str]) -> None:
+    """Every fault named by --inject or a suite's `inject:` exists on its case's backend."""
+    faults: dict[str, dict[str, str]] = {}
     for name in sorted({case.backend.name for case in cases}):
         module, _, factory = BACKENDS[name].partition(":")
-        faults.update(getattr(importlib.import_module(module), factory).FAULTS)
-    return faults
+        faults[name] = getattr(importlib.import_module(module), factory).FAULTS
+    every = sorted({fault for names in faults.values() for fault in names})
+    unknown = sorted(set(injected) - set(every))
+    if unknown:
+        raise InvalidInput(f"--inject {', '.join(unknown)}: no such fault for these backends; "
+                           f"expected one of {', '.join(every) or '(none)'}")
+    problems = sorted({
+        f"{case.suite.path}: case {case.id} injects {fault!r}, which backend "
+        f"{case.backend.name} does not have; expected one of "
+        f"{', '.join(faults[case.backend.name]) or '(none)'}"
+        for case in cases for fault in case.inject if fault not in faults[case.backend.name]
+    })
+    if problems:
+        raise InvalidInput(problems)
 
 
 def cmd_run(args: argparse.Namespace) -> ExitCode:
@@ -147,11 +160,7 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
     if not cases:
         console.print("no cases selected")
         return ExitCode.OK
-    faults = _known_faults(cases)
-    unknown = sorted(set(args.inject) - set(faults))
-    if unknown:
-        raise InvalidInput(f"--inject {', '.join(unknown)}: no such fault for these backends; "
-                           f"expected one of {', '.join(faults) or '(none)'}")
+    check_faults(cases, args.inject)
     if args.runs < 1:
         raise InvalidInput("--runs must be at least 1")
     options = BackendOptions(runs=args.runs, timeout_s=args.timeout,

@@ -37,7 +37,7 @@ class Problem:
 class InvalidInput(Exception):
     """Input the user must fix: carries every problem found, so all are reported at once."""
 
-    def __init__(self, problems: list[Problem] | Problem | str):
+    def __init__(self, problems: list[Problem | str] | Problem | str):
         if isinstance(problems, (Problem, str)):
             problems = [problems]
         self.problems = list(problems)

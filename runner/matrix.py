@@ -42,6 +42,7 @@ class Case:
     # The first layout captured again at the end of its sequence (A, B, ..., A): a replay
     # that picks up a later layout's state shows here.
     revisit: bool = False
+    inject: frozenset[str] = frozenset()  # faults injected into this case (canaries)
 
     @property
     def cell(self) -> str:
@@ -136,7 +137,8 @@ def _apply_rules(case: Case, suite: Suite) -> Case:
     for rule in suite.cases:  # the last matching rule wins, like later CSS rules
         if _rule_matches(rule.match, case.fields()):
             case = dataclasses.replace(case, expectation=rule.expectation,
-                                       tolerance=rule.tolerance or case.tolerance)
+                                       tolerance=rule.tolerance or case.tolerance,
+                                       inject=rule.inject)
     return case
 
 

@@ -7,6 +7,7 @@ sequence (the eager twin's run, earlier layouts' references).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import secrets
 import signal
@@ -134,6 +135,7 @@ def execute(
     try:
         with _sigterm_as_interrupt(), ExitStack() as closing:
             for case in cases:
+                case = dataclasses.replace(case, inject=case.inject | options.inject)
                 on_start(case)
                 if case.backend.name not in backends:
                     backends[case.backend.name] = open_backend(case.backend.name, options)

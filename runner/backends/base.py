@@ -87,7 +87,7 @@ class BackendRun:
 class BackendOptions:
     runs: int = 3  # per case: the first records (under capture), the rest are timed
     timeout_s: float | None = None  # per case; None: the suite's `timeout`
-    inject: frozenset[str] = frozenset()  # fault names (see each backend's FAULTS)
+    inject: frozenset[str] = frozenset()  # run-wide faults; the pipeline adds them to Case.inject
     adapter: str | None = None  # wgpu: adapter name or backend type
     chromium: str | None = None  # ort-web: browser executable
 

@@ -41,6 +41,8 @@ class CaseResult:
     backend: str
     bundle: str | None
     capture: str  # eager | capture
+    revisit: bool  # the first layout captured again at the end of its sequence
+    injected: list[str]  # faults injected into this case
     verdict: str
     verdicts: list[str]
     expected: list[str]
@@ -78,6 +80,8 @@ class CaseResult:
             backend=case.backend.id,
             bundle=case.backend.bundle,
             capture=mode_name(case.capture),
+            revisit=case.revisit,
+            injected=sorted(case.inject),
             verdict=judgement.verdict,
             verdicts=sorted(judgement.verdicts),
             expected=sorted(expect),

@@ -404,7 +404,7 @@ class _Builder:
         expect = frozenset([expect] if isinstance(expect, str) else expect)
         tolerance = Tolerance(**rule["tolerance"]) if "tolerance" in rule else None
         return CaseRule(rule["match"], Expectation(expect, rule.get("bug"), rule.get("reason")),
-                        tolerance)
+                        tolerance, frozenset(rule.get("inject", ())))
 
     def check_matrix_entries(self, models, layouts, backends) -> None:
         known = {

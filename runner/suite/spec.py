@@ -116,6 +116,7 @@ class CaseRule:
     match: Mapping[str, Any]  # `id` glob and/or field values, as in --filter
     expectation: Expectation
     tolerance: Tolerance | None = None
+    inject: frozenset[str] = frozenset()  # faults for the matched cases (canaries)
 
 
 @dataclass(frozen=True)
