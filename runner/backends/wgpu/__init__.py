@@ -1,0 +1,14 @@
+"""The native WebGPU backend: WGSL compute kernels run through wgpu-py (lavapipe, or a GPU).
+
+Modules, in the order data flows:
+  prepare.py   pin shapes, fold constants on the host, plan kernels (ops.py: op semantics)
+  kernels/     WGSL per op family; uniforms.py: the layout-ordered uniform struct and packing
+  device.py    the adapter, device, and the caches that outlive a case
+  executor.py  eager and capture runs (capture: record once, replay; the fault switch)
+  trace.py     the binding trace
+  backend.py   WgpuBackend, the runner.backends.base.Backend for "wgpu"
+"""
+
+from runner.backends.wgpu.backend import WgpuBackend
+
+__all__ = ["WgpuBackend"]

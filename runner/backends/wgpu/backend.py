@@ -1,0 +1,151 @@
+"""``WgpuBackend``: runs cases as WGSL compute kernels on the adapter wgpu finds.
+
+One device per adapter preference, opened once and kept for the backend's life, with its
+sessions (prepared models), pipelines, bind groups and captures; see ``executor`` for how
+eager and capture runs differ and what the fault switch changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import wgpu
+import wgpu.backends.wgpu_native
+
+from runner.backends.base import BackendOptions, BackendRun, Timings, Trace, case_timeout
+from runner.backends.wgpu.device import Device, adapter_environment, digest
+from runner.backends.wgpu.executor import Session
+from runner.backends.wgpu.prepare import prepare
+from runner.backends.wgpu.tensors import UnsupportedOp
+from runner.backends.wgpu.trace import case_trace, logged_errors
+from runner.errors import EnvironmentUnusable
+from runner.matrix import Case
+from runner.workload import Workload
+
+SHAPE_ONLY_CAPTURE_CACHE = "shape-only-capture-cache"
+
+
+def _quiet_vulkan() -> None:
+    """Vulkan loaders complain on stderr when XDG_RUNTIME_DIR is unset; give them one."""
+    if not os.environ.get("XDG_RUNTIME_DIR"):
+        path = Path(tempfile.gettempdir()) / f"runner-xdg-{os.getuid()}"
+        path.mkdir(mode=0o700, exist_ok=True)
+        os.environ["XDG_RUNTIME_DIR"] = str(path)
+
+
+class WgpuBackend:
+    name = "wgpu"
+    FAULTS = {
+        SHAPE_ONLY_CAPTURE_CACHE: "key the capture cache by input/output shapes alone, so a "
+        "layout change with the same shapes replays the earlier layout's bind groups and "
+        "uniforms (the seed bug: silently the earlier layout's result)",
+    }
+
+    def __init__(self, options: BackendOptions):
+        _quiet_vulkan()
+        self.options = options
+        self._devices: dict[str | None, Device] = {}
+        self._device(options.adapter)  # fail now, not per case, if there is no adapter
+
+    def _device(self, preference: str | None) -> Device:
+        if preference not in self._devices:
+            self._devices[preference] = Device.open(preference)
+        return self._devices[preference]
+
+    def environment(self) -> dict[str, Any]:
+        return {
+            "wgpu": wgpu.__version__,
+            "wgpu_native": wgpu.backends.wgpu_native.__version__,
+            "adapter": adapter_environment(self._device(self.options.adapter).adapter),
+            "faults": sorted(set(self.options.inject) & set(self.FAULTS)),
+        }
+
+    def run(self, case: Case, workload: Workload) -> BackendRun:
+        with logged_errors() as errors:
+            try:
+                return self._run(case, workload, errors)
+            except UnsupportedOp as error:
+                details = {"op": error.op_type, "node": error.node}
+                return BackendRun("unsupported-op", message=str(error), details=details)
+            except EnvironmentUnusable as error:  # the case asks for an adapter not here
+                return BackendRun("skipped", message=str(error))
+            except Exception as error:
+                trace = Trace(errors=tuple(errors))
+                return BackendRun("error", message=f"{type(error).__name__}: {error}", trace=trace)
+
+    def close(self) -> None:
+        for device in self._devices.values():
+            device.device.destroy()
+        self._devices.clear()
+
+    def _session(self, device: Device, workload: Workload) -> tuple[Session, bool]:
+        shapes = sorted((k, v.shape, str(v.dtype)) for k, v in workload.inputs.items())
+        model = hashlib.sha256(workload.model).hexdigest()
+        pinned = sorted(workload.shape.items())
+        key = digest(model, shapes, pinned, workload.uniform_order, workload.output_names)
+        if key in device.sessions:
+            return device.sessions[key], False
+        plan = prepare(
+            workload.model,
+            workload.inputs,
+            workload.uniform_order,
+            workload.output_names,
+            workload.shape,
+        )
+        session = Session(device, plan, len(device.sessions) + 1)
+        device.sessions[key] = session
+        return session, True
+
+    def _run(self, case: Case, workload: Workload, errors: list[str]) -> BackendRun:
+        device = self._device(self.options.adapter or case.backend.adapter)
+        start = device.counters.snapshot()
+        began = time.perf_counter()
+        session, created = self._session(device, workload)
+        session_ms = (time.perf_counter() - began) * 1e3
+        deadline = began + case_timeout(case, self.options)
+        capture, recorded, after_first = None, False, start
+        runs, times = [], []
+        for index in range(max(1, self.options.runs)):
+            began_run = time.perf_counter()
+            if case.capture:
+                if capture is None:
+                    faults = case.inject | self.options.inject  # the pipeline merges them too
+                    capture, recorded = session.capture(SHAPE_ONLY_CAPTURE_CACHE in faults)
+                outputs, dispatches = session.replay(capture, workload.inputs), capture.dispatches
+            else:
+                outputs, dispatches = session.run_eager(workload.inputs)
+            times.append((time.perf_counter() - began_run) * 1e3)
+            runs.append(outputs)
+            if index == 0:
+                after_first = device.counters.snapshot()
+            if time.perf_counter() > deadline:
+                break
+        timed_out = len(runs) < max(1, self.options.runs)
+        timings = Timings(
+            session_ms=session_ms,
+            first_run_ms=times[0],
+            median_run_ms=statistics.median(times[1:]) if len(times) > 1 else None,
+            runs=len(times),
+        )
+        details: dict[str, Any] = {
+            "adapter": device.adapter.info["device"],
+            "session": session.number,
+            "session_created": created,
+            "dispatches": len(session.plan.steps),
+        }
+        if capture is not None:
+            details["capture"] = {"key": capture.key, "recorded": recorded}
+        return BackendRun(
+            status="timeout" if timed_out else "ok",
+            runs=tuple(runs),
+            message=f"stopped after {len(runs)} runs: over the time limit" if timed_out else "",
+            timings=timings,
+            trace=case_trace(dispatches, start, after_first, device.counters.snapshot(), errors),
+            details=details,
+        )

@@ -1,0 +1,445 @@
+"""ONNX operator semantics: each op's output shapes and the kernel launches computing it.
+
+A planner sees a node and its input tensors (shape, element type, and the host value of
+anything constant) and returns the outputs and the launches, or an alias: Reshape, Squeeze,
+Unsqueeze, Identity and same-type Casts only relabel a buffer. Anything a planner cannot do
+raises ``UnsupportedOp`` naming the op and why; the case then reports ``unsupported-op``.
+Shape, Constant and any node whose inputs are all constant never get here: ``prepare`` folds
+them on the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from onnx import TensorProto
+
+from runner.backends.wgpu.kernels import Kernel
+from runner.backends.wgpu.kernels.elementwise import (
+    BINARY,
+    COPY,
+    EQUAL,
+    UNARY_F32,
+    WHERE,
+    broadcast_strides,
+    cast_expression,
+    contiguous_strides,
+    map_kernel,
+    map_values,
+)
+from runner.backends.wgpu.kernels.gather import gather_kernel, gather_values
+from runner.backends.wgpu.kernels.matmul import matmul_kernel, matmul_values
+from runner.backends.wgpu.kernels.rows import layer_norm_kernel, reduce_mean_kernel, softmax_kernel
+from runner.backends.wgpu.tensors import (
+    DEVICE_TYPES,
+    DeviceTypeError,
+    Tensor,
+    UnsupportedOp,
+    host_tensor,
+)
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    op_type: str
+    outputs: tuple[str, ...]
+    attrs: Mapping[str, Any]
+    opset: int  # of the default domain
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        value = self.attrs.get(key, default)
+        return value.decode() if isinstance(value, bytes) else value
+
+    def unsupported(self, reason: str) -> UnsupportedOp:
+        return UnsupportedOp(self.op_type, self.name, reason)
+
+
+# An operand: a node input by position, or a constant the planner derived (uploaded as a weight).
+Operand = int | np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class Launch:
+    kernel: Kernel
+    operands: tuple[Operand, ...]
+    values: Mapping[str, object]  # uniform field values
+    invocations: int
+
+
+@dataclass(frozen=True)
+class OpPlan:
+    outputs: tuple[Tensor, ...]
+    launches: tuple[Launch, ...] = ()
+    alias: int | None = None  # output 0 is this input's buffer, relabelled
+
+
+Planner = Callable[[Node, list], OpPlan]
+PLANNERS: dict[str, Planner] = {}
+# Ops also accepted from the com.microsoft domain, with the same semantics.
+MICROSOFT_OPS = frozenset({"Gelu"})
+
+
+def _op(*names: str) -> Callable[[Planner], Planner]:
+    def register(planner: Planner) -> Planner:
+        PLANNERS.update(dict.fromkeys(names, planner))
+        return planner
+
+    return register
+
+
+def plan_node(node: Node, domain: str, ins: list[Tensor | None]) -> OpPlan:
+    microsoft = domain == "com.microsoft" and node.op_type in MICROSOFT_OPS
+    if not (domain in ("", "ai.onnx") or microsoft) or node.op_type not in PLANNERS:
+        raise node.unsupported(f"no WGSL kernel for {domain + '.' if domain else ''}{node.op_type}")
+    try:
+        return PLANNERS[node.op_type](node, ins)
+    except DeviceTypeError as error:
+        raise node.unsupported(str(error)) from None
+
+
+def _operand_tensor(ins: list, operand: Operand) -> Tensor:
+    return ins[operand] if isinstance(operand, int) else host_tensor(operand)
+
+
+def _host(node: Node, ins: list, position: int, what: str) -> np.ndarray | None:
+    """The constant value of an optional input; unsupported if it is computed on the device."""
+    if position >= len(ins) or ins[position] is None:
+        return None
+    if ins[position].value is None:
+        raise node.unsupported(f"{what} must be constant")
+    return ins[position].value
+
+
+def _axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+def _require_float(node: Node, *tensors: Tensor) -> None:
+    if any(t.device_type != "f32" for t in tensors):
+        raise node.unsupported("only float32 inputs are implemented")
+
+
+def _require_same_type(node: Node, *tensors: Tensor) -> None:
+    if len({t.device_type for t in tensors}) > 1:
+        raise node.unsupported("inputs of different element types")
+
+
+def _elementwise(
+    node: Node, ins: list, operands: Sequence[Operand], expression: str, dtype: int
+) -> OpPlan:
+    tensors = [_operand_tensor(ins, o) for o in operands]
+    shape = tuple(np.broadcast_shapes(*(t.shape for t in tensors)))
+    rank = len(shape)
+    kernel = map_kernel(
+        node.op_type, expression, [t.device_type for t in tensors], DEVICE_TYPES[dtype], rank
+    )
+    values = map_values(
+        shape,
+        (contiguous_strides(shape), 0),
+        [(broadcast_strides(t.shape, rank), 0) for t in tensors],
+    )
+    out = Tensor(shape, dtype)
+    return OpPlan((out,), (Launch(kernel, tuple(operands), values, out.size),))
+
+
+def _copy(
+    node: Node,
+    x: Tensor,
+    shape: Sequence[int],
+    source: tuple[Sequence[int], int],
+    target: tuple[Sequence[int], int] | None = None,
+    operand: int = 0,
+) -> Launch:
+    """Copy ``x`` (read through ``source`` strides and offset) into an output of ``shape``."""
+    kernel = map_kernel(node.op_type, COPY, [x.device_type], x.device_type, len(shape))
+    values = map_values(shape, target or (contiguous_strides(shape), 0), [source])
+    return Launch(kernel, (operand,), values, int(np.prod(shape, dtype=np.int64)))
+
+
+def _alias(x: Tensor, shape: Sequence[int], dtype: int | None = None) -> OpPlan:
+    return OpPlan((Tensor(tuple(int(d) for d in shape), dtype or x.dtype),), alias=0)
+
+
+@_op("Sqrt", "Erf", "Tanh", "Relu")
+def _unary(node: Node, ins: list) -> OpPlan:
+    _require_float(node, ins[0])
+    return _elementwise(node, ins, [0], UNARY_F32[node.op_type], TensorProto.FLOAT)
+
+
+@_op("Gelu")
+def _gelu(node: Node, ins: list) -> OpPlan:
+    _require_float(node, ins[0])
+    expression = UNARY_F32["GeluTanh" if node.attr("approximate") == "tanh" else "Gelu"]
+    return _elementwise(node, ins, [0], expression, TensorProto.FLOAT)
+
+
+@_op("Add", "Sub", "Mul", "Div")
+def _arithmetic(node: Node, ins: list) -> OpPlan:
+    _require_same_type(node, *ins)
+    return _elementwise(node, ins, [0, 1], BINARY[node.op_type], ins[0].dtype)
+
+
+@_op("Pow")
+def _pow(node: Node, ins: list) -> OpPlan:
+    base, exponent = ins
+    _require_float(node, base)
+    operand: Operand = 1
+    if exponent.device_type != "f32":
+        if exponent.value is None:
+            raise node.unsupported("an integer exponent must be constant")
+        operand = exponent.value.astype(np.float32)
+    return _elementwise(node, ins, [0, operand], BINARY["Pow"], TensorProto.FLOAT)
+
+
+@_op("Equal")
+def _equal(node: Node, ins: list) -> OpPlan:
+    _require_same_type(node, *ins)
+    return _elementwise(node, ins, [0, 1], EQUAL, TensorProto.BOOL)
+
+
+@_op("Where")
+def _where(node: Node, ins: list) -> OpPlan:
+    _require_same_type(node, ins[1], ins[2])
+    return _elementwise(node, ins, [0, 1, 2], WHERE, ins[1].dtype)
+
+
+@_op("Cast")
+def _cast(node: Node, ins: list) -> OpPlan:
+    x, to = ins[0], int(node.attr("to"))
+    target = Tensor((), to).device_type
+    to_bool = to == TensorProto.BOOL and x.dtype != TensorProto.BOOL
+    if x.device_type == target and not to_bool:
+        return _alias(x, x.shape, to)
+    return _elementwise(node, ins, [0], cast_expression(x.device_type, target, to_bool), to)
+
+
+@_op("Identity")
+def _identity(node: Node, ins: list) -> OpPlan:
+    return _alias(ins[0], ins[0].shape)
+
+
+@_op("Reshape")
+def _reshape(node: Node, ins: list) -> OpPlan:
+    x, target = ins[0], [int(d) for d in _host(node, ins, 1, "the target shape")]
+    if not node.attr("allowzero", 0):
+        target = [x.shape[i] if d == 0 else d for i, d in enumerate(target)]
+    if -1 in target:
+        known = int(np.prod([d for d in target if d != -1], dtype=np.int64))
+        target[target.index(-1)] = x.size // known if known else 0
+    if int(np.prod(target, dtype=np.int64)) != x.size:
+        raise ValueError(f"{node.name}: cannot reshape {x.shape} to {target}")
+    return _alias(x, target)
+
+
+def _axes(node: Node, ins: list, opset_with_input: int) -> list[int] | None:
+    if node.opset < opset_with_input:
+        axes = node.attr("axes")
+        return None if axes is None else list(axes)
+    value = _host(node, ins, 1, "axes")
+    return None if value is None else [int(a) for a in value.ravel()]
+
+
+@_op("Unsqueeze")
+def _unsqueeze(node: Node, ins: list) -> OpPlan:
+    x, axes = ins[0], _axes(node, ins, 13) or []
+    rank = len(x.shape) + len(axes)
+    shape = list(x.shape)
+    for axis in sorted(_axis(a, rank) for a in axes):
+        shape.insert(axis, 1)
+    return _alias(x, shape)
+
+
+@_op("Squeeze")
+def _squeeze(node: Node, ins: list) -> OpPlan:
+    x, axes = ins[0], _axes(node, ins, 13)
+    drop = (
+        {_axis(a, len(x.shape)) for a in axes}
+        if axes
+        else {i for i, d in enumerate(x.shape) if d == 1}
+    )
+    return _alias(x, [d for i, d in enumerate(x.shape) if i not in drop])
+
+
+@_op("Transpose")
+def _transpose(node: Node, ins: list) -> OpPlan:
+    x = ins[0]
+    perm = node.attr("perm") or list(reversed(range(len(x.shape))))
+    shape = tuple(x.shape[p] for p in perm)
+    source = contiguous_strides(x.shape)
+    launch = _copy(node, x, shape, ([source[p] for p in perm], 0))
+    return OpPlan((Tensor(shape, x.dtype),), (launch,))
+
+
+@_op("Expand")
+def _expand(node: Node, ins: list) -> OpPlan:
+    x, target = ins[0], _host(node, ins, 1, "the target shape")
+    shape = tuple(np.broadcast_shapes(x.shape, tuple(int(d) for d in target)))
+    launch = _copy(node, x, shape, (broadcast_strides(x.shape, len(shape)), 0))
+    return OpPlan((Tensor(shape, x.dtype),), (launch,))
+
+
+@_op("Slice")
+def _slice(node: Node, ins: list) -> OpPlan:
+    x = ins[0]
+    if node.opset < 10:
+        starts, ends = node.attr("starts"), node.attr("ends")
+        axes, steps = node.attr("axes"), None
+    else:
+        starts = _host(node, ins, 1, "starts")
+        ends = _host(node, ins, 2, "ends")
+        axes, steps = _host(node, ins, 3, "axes"), _host(node, ins, 4, "steps")
+    axes = list(range(len(starts))) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    shape, source = list(x.shape), contiguous_strides(x.shape)
+    strides, offset = list(source), 0
+    for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
+        axis = _axis(int(axis), len(shape))
+        first, stop, step = slice(int(start), int(end), int(step)).indices(x.shape[axis])
+        shape[axis] = len(range(first, stop, step))
+        offset += first * source[axis]
+        strides[axis] = source[axis] * step
+    launch = _copy(node, x, shape, (strides, offset))
+    return OpPlan((Tensor(tuple(shape), x.dtype),), (launch,))
+
+
+@_op("Concat")
+def _concat(node: Node, ins: list) -> OpPlan:
+    _require_same_type(node, *ins)
+    rank = len(ins[0].shape)
+    axis = _axis(int(node.attr("axis")), rank)
+    shape = list(ins[0].shape)
+    shape[axis] = sum(t.shape[axis] for t in ins)
+    target = contiguous_strides(shape)
+    launches, start = [], 0
+    for position, part in enumerate(ins):
+        if part.size:
+            offset = start * target[axis]
+            source = (contiguous_strides(part.shape), 0)
+            launches.append(_copy(node, part, part.shape, source, (target, offset), position))
+        start += part.shape[axis]
+    return OpPlan((Tensor(tuple(shape), ins[0].dtype),), tuple(launches))
+
+
+@_op("Gather")
+def _gather(node: Node, ins: list) -> OpPlan:
+    data, indices = ins
+    if indices.device_type != "i32":
+        raise node.unsupported("indices must be integers")
+    axis = _axis(int(node.attr("axis", 0)), len(data.shape))
+    shape = data.shape[:axis] + indices.shape + data.shape[axis + 1 :]
+    out = Tensor(shape, data.dtype)
+    inner = int(np.prod(data.shape[axis + 1 :], dtype=np.int64))
+    values = gather_values(out.size, indices.size, inner, data.shape[axis])
+    launch = Launch(gather_kernel(data.device_type), (0, 1), values, out.size)
+    return OpPlan((out,), (launch,))
+
+
+@_op("MatMul")
+def _matmul(node: Node, ins: list) -> OpPlan:
+    a, b = ins
+    _require_float(node, a, b)
+    a_shape = (1, *a.shape) if len(a.shape) == 1 else a.shape
+    b_shape = (*b.shape, 1) if len(b.shape) == 1 else b.shape
+    (m, k), (k_b, n) = a_shape[-2:], b_shape[-2:]
+    if k != k_b:
+        raise ValueError(f"{node.name}: MatMul of {a.shape} and {b.shape}")
+    batch = tuple(np.broadcast_shapes(a_shape[:-2], b_shape[:-2]))
+    rank = len(batch) + 2
+    a_batch = broadcast_strides(a_shape, rank)[:-2]
+    b_batch = broadcast_strides(b_shape, rank)[:-2]
+    values = matmul_values(batch, a_batch, b_batch, m, n, k, (k, 1), (n, 1))
+    shape = batch + (() if len(a.shape) == 1 else (m,)) + (() if len(b.shape) == 1 else (n,))
+    out = Tensor(shape, TensorProto.FLOAT)
+    launch = Launch(matmul_kernel(len(batch), bias=False), (0, 1), values, out.size)
+    return OpPlan((out,), (launch,))
+
+
+@_op("Gemm")
+def _gemm(node: Node, ins: list) -> OpPlan:
+    a, b = ins[0], ins[1]
+    bias = ins[2] if len(ins) > 2 else None
+    _require_float(node, *(t for t in (a, b, bias) if t is not None))
+    trans_a, trans_b = node.attr("transA", 0), node.attr("transB", 0)
+    m, k = (a.shape[1], a.shape[0]) if trans_a else a.shape
+    n = b.shape[0] if trans_b else b.shape[1]
+    a_strides = (1, m) if trans_a else (k, 1)
+    b_strides = (1, k) if trans_b else (n, 1)
+    operands: list[Operand] = [0, 1]
+    c_strides = (0, 0)
+    if bias is not None:
+        beta = float(node.attr("beta", 1.0))
+        if beta != 1.0 and bias.value is None:
+            raise node.unsupported("beta != 1 with a computed C")
+        operands.append(2 if beta == 1.0 else (bias.value * beta).astype(np.float32))
+        c_strides = tuple(broadcast_strides(bias.shape, 2))
+    scale = float(node.attr("alpha", 1.0))
+    values = matmul_values((), [], [], m, n, k, a_strides, b_strides, c_strides, scale)
+    kernel = matmul_kernel(0, bias=bias is not None)
+    out = Tensor((m, n), TensorProto.FLOAT)
+    return OpPlan((out,), (Launch(kernel, tuple(operands), values, out.size),))
+
+
+def _rows(shape: Sequence[int], axis: int) -> tuple[int, int]:
+    cols = int(np.prod(shape[axis:], dtype=np.int64))
+    return int(np.prod(shape, dtype=np.int64)) // max(cols, 1), cols
+
+
+@_op("Softmax")
+def _softmax(node: Node, ins: list) -> OpPlan:
+    x = ins[0]
+    _require_float(node, x)
+    axis = _axis(int(node.attr("axis", -1 if node.opset >= 13 else 1)), len(x.shape))
+    if axis != len(x.shape) - 1:
+        raise node.unsupported("only the last axis is implemented")
+    rows, cols = _rows(x.shape, axis)
+    values = {"rows": rows, "cols": cols}
+    return OpPlan((Tensor(x.shape, x.dtype),), (Launch(softmax_kernel(), (0,), values, rows),))
+
+
+@_op("LayerNormalization")
+def _layer_norm(node: Node, ins: list) -> OpPlan:
+    x = ins[0]
+    _require_float(node, *(t for t in ins if t is not None))
+    if any(node.outputs[1:]):
+        raise node.unsupported("the Mean and InvStdDev outputs are not implemented")
+    axis = _axis(int(node.attr("axis", -1)), len(x.shape))
+    rows, cols = _rows(x.shape, axis)
+    operands: list[Operand] = []
+    for position in (1, 2):
+        if position < len(ins) and ins[position] is not None:
+            operands.append(_per_column(node, ins[position], x.shape[axis:], position))
+    values = {"rows": rows, "cols": cols, "eps": float(node.attr("epsilon", 1e-5))}
+    launch = Launch(layer_norm_kernel(bias=len(operands) == 2), (0, *operands), values, rows)
+    return OpPlan((Tensor(x.shape, x.dtype),), (launch,))
+
+
+def _per_column(node: Node, t: Tensor, normalized: Sequence[int], position: int) -> Operand:
+    """Scale or bias as one value per normalized element (constants broadcast on the host)."""
+    if tuple(t.shape) == tuple(normalized):
+        return position
+    if t.value is None:
+        raise node.unsupported("a computed scale or bias must have the normalized shape")
+    return np.broadcast_to(t.value, tuple(normalized)).astype(np.float32)
+
+
+@_op("ReduceMean")
+def _reduce_mean(node: Node, ins: list) -> OpPlan:
+    x = ins[0]
+    _require_float(node, x)
+    rank, axes = len(x.shape), _axes(node, ins, 18)
+    if not axes:
+        if node.attr("noop_with_empty_axes", 0):
+            return _alias(x, x.shape)
+        axes = list(range(rank))
+    axes = sorted(_axis(a, rank) for a in axes)
+    if axes != list(range(rank - len(axes), rank)):
+        raise node.unsupported("only reductions over trailing axes are implemented")
+    rows, cols = _rows(x.shape, axes[0])
+    keep = node.attr("keepdims", 1)
+    shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes)
+    values = {"rows": rows, "cols": cols}
+    return OpPlan((Tensor(shape, x.dtype),), (Launch(reduce_mean_kernel(), (0,), values, rows),))

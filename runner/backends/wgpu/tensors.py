@@ -1,0 +1,86 @@
+"""Tensors as the planner sees them, and how host arrays map onto device element types.
+
+WGSL has no 64-bit integers. Integer and bool tensors live on the device as i32 (bool as 0/1):
+int64 values are checked to fit when uploaded (inputs, constants) and widened back when read.
+Integer tensors that are constant (shape arithmetic, Slice bounds, Reshape targets) never reach
+the device at all: the planner folds them on the host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from onnx import TensorProto, helper
+
+_INT32 = np.iinfo(np.int32)
+
+DEVICE_TYPES: dict[int, str] = {
+    TensorProto.FLOAT: "f32",
+    TensorProto.BOOL: "i32",
+    TensorProto.INT8: "i32",
+    TensorProto.INT16: "i32",
+    TensorProto.INT32: "i32",
+    TensorProto.INT64: "i32",
+    TensorProto.UINT8: "i32",
+    TensorProto.UINT16: "i32",
+}
+
+
+class DeviceTypeError(TypeError):
+    """An element type the device has no representation for (float16, double, strings...)."""
+
+
+class UnsupportedOp(Exception):
+    """The graph needs an operator (or an operator form) no kernel implements."""
+
+    def __init__(self, op_type: str, node: str, reason: str = ""):
+        self.op_type = op_type
+        self.node = node
+        super().__init__(f"{op_type} (node {node!r})" + (f": {reason}" if reason else ""))
+
+
+@dataclass(frozen=True, eq=False)
+class Tensor:
+    shape: tuple[int, ...]
+    dtype: int  # ONNX TensorProto element type
+    value: np.ndarray | None = None  # known on the host: folded, never computed on the device
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def device_type(self) -> str:
+        if self.dtype not in DEVICE_TYPES:
+            raise DeviceTypeError(f"element type {helper.tensor_dtype_to_string(self.dtype)}")
+        return DEVICE_TYPES[self.dtype]
+
+    @property
+    def nbytes(self) -> int:
+        """Device bytes: 4 per element, at least 16 (a binding may not be empty)."""
+        return max(16, 4 * self.size)
+
+
+def host_tensor(value: np.ndarray) -> Tensor:
+    value = np.asarray(value)
+    return Tensor(tuple(value.shape), helper.np_dtype_to_tensor_dtype(value.dtype), value)
+
+
+def to_device(array: np.ndarray, name: str) -> np.ndarray:
+    """The array as its device element type (float32 or int32), contiguous."""
+    array = np.asarray(array)
+    if array.dtype == np.float32:
+        return np.ascontiguousarray(array)
+    if array.dtype == np.bool_ or np.issubdtype(array.dtype, np.integer):
+        if array.size and (array.min() < _INT32.min or array.max() > _INT32.max):
+            raise ValueError(f"{name}: integer values do not fit the device's int32")
+        return np.ascontiguousarray(array, dtype=np.int32)
+    raise DeviceTypeError(f"{name}: element type {array.dtype} has no device representation")
+
+
+def from_device(data: memoryview | bytes, tensor: Tensor) -> np.ndarray:
+    """Read back: float32 stays, int32 widens to the tensor's ONNX type (bool from 0/1)."""
+    device = np.float32 if tensor.device_type == "f32" else np.int32
+    array = np.frombuffer(data, dtype=device, count=tensor.size).reshape(tensor.shape)
+    return array.astype(helper.tensor_dtype_to_np_dtype(tensor.dtype))

@@ -1,0 +1,437 @@
+"""Every WGSL kernel against onnxruntime on the CPU, one small single-op model at a time.
+
+Real wgpu on whatever adapter it finds (lavapipe here). Sizes are deliberately not multiples
+of the workgroup size, and broadcasts span ranks 1 to 4.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from runner.backends.base import BackendOptions, BackendRun
+from runner.backends.wgpu.kernels import workgroups
+from runner.compare import compare
+from runner.errors import EnvironmentUnusable
+from runner.matrix import Case
+from runner.oracle import compute_reference
+from runner.suite.spec import BackendTarget, Layout, ModelSpec, Shape, Suite, Tolerance
+from runner.workload import Workload
+
+pytestmark = pytest.mark.gpu
+
+RNG = np.random.default_rng(7)
+
+
+def open_wgpu(**options):
+    from runner.backends.wgpu import WgpuBackend
+
+    try:
+        return WgpuBackend(BackendOptions(**options))
+    except EnvironmentUnusable as error:
+        pytest.skip(f"no wgpu adapter: {error}")
+
+
+@pytest.fixture(scope="module")
+def backend():
+    opened = open_wgpu(runs=1)
+    yield opened
+    opened.close()
+
+
+def make_case(capture: bool = False, adapter: str | None = None) -> Case:
+    spec, shape, layout = ModelSpec("m"), Shape(()), Layout("default")
+    target = BackendTarget("wgpu", adapter=adapter)
+    suite = Suite("wgpu-tests", Path("wgpu-tests.yaml"), (spec,), (shape,), (layout,), (target,))
+    return Case(suite, spec, shape, layout, target, capture, Tolerance())
+
+
+def make_workload(model: onnx.ModelProto, feeds: dict, order: tuple[str, ...] = ()) -> Workload:
+    data = model.SerializeToString()
+    outputs = tuple(o.name for o in model.graph.output)
+    return Workload(hashlib.sha256(data).hexdigest(), data, feeds, outputs, {}, order)
+
+
+def op_model(
+    op: str,
+    inputs: dict[str, np.ndarray],
+    constants: tuple[str, ...] = (),
+    opset: int = 18,
+    domain: str = "",
+    **attrs,
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A one-node model: ``inputs`` in node order; names in ``constants`` become initializers,
+    the others graph inputs (fed with their arrays). An empty name skips an optional input."""
+    feeds = {n: v for n, v in inputs.items() if n and n not in constants}
+    graph = helper.make_graph(
+        [helper.make_node(op, list(inputs), ["y"], domain=domain, **attrs)],
+        op.lower(),
+        [
+            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+            for n, v in feeds.items()
+        ],
+        [helper.make_empty_tensor_value_info("y")],
+        [numpy_helper.from_array(inputs[n], n) for n in constants],
+    )
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    return helper.make_model(graph, opset_imports=opsets), feeds
+
+
+def assert_matches_onnxruntime(
+    backend, model: onnx.ModelProto, feeds: dict, capture: bool = False, order=()
+) -> BackendRun:
+    workload = make_workload(model, feeds, order)
+    result = backend.run(make_case(capture), workload)
+    assert result.status == "ok", result.message
+    expected = compute_reference(workload)
+    for name, value in expected.items():
+        got = result.outputs[name]
+        assert got.dtype == value.dtype, name
+        comparison = compare(got, value, Tolerance())
+        assert comparison.ok, f"{name}: {comparison}"
+    return result
+
+
+def floats(*shape: int, low: float = -2.0, high: float = 2.0) -> np.ndarray:
+    return RNG.uniform(low, high, shape).astype(np.float32)
+
+
+def ints(*shape: int, low: int = -50, high: int = 50) -> np.ndarray:
+    return RNG.integers(low, high, shape).astype(np.int64)
+
+
+BROADCASTS = [
+    ((67,), (67,)),
+    ((3, 70), (70,)),
+    ((2, 1, 5), (3, 1)),
+    ((2, 3, 4, 65), (3, 1, 65)),
+    ((1,), (2, 3, 4, 5)),
+]
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
+@pytest.mark.parametrize("shapes", BROADCASTS, ids=str)
+def test_arithmetic_broadcasts(backend, op, shapes):
+    a, b = floats(*shapes[0]), floats(*shapes[1], low=0.5, high=2.0)
+    assert_matches_onnxruntime(backend, *op_model(op, {"a": a, "b": b}))
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
+def test_integer_arithmetic(backend, op):
+    a, b = ints(4, 33), ints(33, low=1, high=9) * RNG.choice([-1, 1], 33)
+    assert_matches_onnxruntime(backend, *op_model(op, {"a": a, "b": b}))
+
+
+@pytest.mark.parametrize(
+    "exponent", [np.float32(2.0), np.int64(3), np.float32(0.5)], ids=["sq", "int3", "root"]
+)
+def test_pow_with_constant_exponent(backend, exponent):
+    base = floats(5, 67, low=0.1) if exponent == 0.5 else floats(5, 67)
+    model, feeds = op_model("Pow", {"x": base, "e": np.array(exponent)}, constants=("e",))
+    assert_matches_onnxruntime(backend, model, feeds)
+
+
+def test_pow_with_tensor_exponent(backend):
+    model, feeds = op_model("Pow", {"x": floats(3, 70, low=0.1), "e": floats(70)})
+    assert_matches_onnxruntime(backend, model, feeds)
+
+
+@pytest.mark.parametrize("op", ["Sqrt", "Erf", "Tanh", "Relu"])
+def test_unary(backend, op):
+    x = floats(3, 5, 71, low=0.0, high=30.0) if op == "Sqrt" else floats(3, 5, 71, low=-20, high=20)
+    assert_matches_onnxruntime(backend, *op_model(op, {"x": x}))
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_onnx(backend, approximate):
+    model, feeds = op_model(
+        "Gelu", {"x": floats(2, 129, low=-6, high=6)}, opset=20, approximate=approximate
+    )
+    assert_matches_onnxruntime(backend, model, feeds)
+
+
+def test_gelu_microsoft(backend):
+    model, feeds = op_model("Gelu", {"x": floats(2, 129, low=-6, high=6)}, domain="com.microsoft")
+    assert_matches_onnxruntime(backend, model, feeds)
+
+
+def test_equal_and_where(backend):
+    a, b = ints(2, 3, 67, low=0, high=3), ints(67, low=0, high=3)
+    assert_matches_onnxruntime(backend, *op_model("Equal", {"a": a, "b": b}))
+    fa = np.round(floats(4, 65))
+    assert_matches_onnxruntime(backend, *op_model("Equal", {"a": fa, "b": np.round(floats(65))}))
+    cond = RNG.integers(0, 2, (3, 1, 65)).astype(bool)
+    where = {"c": cond, "x": floats(2, 65), "other": np.array([-3.0], np.float32)}
+    assert_matches_onnxruntime(backend, *op_model("Where", where, constants=("other",)))
+
+
+@pytest.mark.parametrize(
+    "source, target",
+    [
+        (np.float32, TensorProto.INT64),
+        (np.int64, TensorProto.FLOAT),
+        (np.float32, TensorProto.BOOL),
+        (np.bool_, TensorProto.FLOAT),
+        (np.int64, TensorProto.INT32),
+        (np.int64, TensorProto.BOOL),
+        (np.float32, TensorProto.FLOAT),
+    ],
+    ids=str,
+)
+def test_cast(backend, source, target):
+    x = (floats(3, 67, low=-5, high=5) * RNG.integers(0, 2, (3, 67))).astype(source)
+    assert_matches_onnxruntime(backend, *op_model("Cast", {"x": x}, to=target))
+
+
+@pytest.mark.parametrize(
+    "shape, perm", [((5, 67), None), ((2, 3, 65), [1, 2, 0]), ((2, 3, 4, 17), [0, 2, 1, 3])]
+)
+def test_transpose(backend, shape, perm):
+    attrs = {"perm": perm} if perm else {}
+    assert_matches_onnxruntime(backend, *op_model("Transpose", {"x": floats(*shape)}, **attrs))
+
+
+@pytest.mark.parametrize(
+    "shape, target", [((67,), [3, 1, 67]), ((3, 1), [2, 3, 65]), ((1, 1, 1, 5), [2, 3, 1, 5])]
+)
+def test_expand(backend, shape, target):
+    inputs = {"x": floats(*shape), "shape": np.array(target, np.int64)}
+    assert_matches_onnxruntime(backend, *op_model("Expand", inputs, constants=("shape",)))
+
+
+@pytest.mark.parametrize(
+    "starts, ends, axes, steps",
+    [
+        ([1], [1000], [1], [1]),
+        ([-1, 0], [-1000, 5], [2, 0], [-2, 2]),
+        ([2, 1], [-1, 60], [-1, 1], None),
+    ],
+    ids=["clamped", "reversed", "default-steps"],
+)
+def test_slice(backend, starts, ends, axes, steps):
+    inputs = {
+        "x": floats(6, 5, 67),
+        "starts": np.array(starts, np.int64),
+        "ends": np.array(ends, np.int64),
+        "axes": np.array(axes, np.int64),
+    }
+    if steps:
+        inputs["steps"] = np.array(steps, np.int64)
+    constants = tuple(k for k in inputs if k != "x")
+    assert_matches_onnxruntime(backend, *op_model("Slice", inputs, constants=constants))
+
+
+def test_slice_opset9_attributes(backend):
+    model, feeds = op_model("Slice", {"x": floats(4, 67)}, opset=9, starts=[1, 3], ends=[3, 70])
+    assert_matches_onnxruntime(backend, model, feeds)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_concat(backend, axis):
+    shapes = [[2, 3, 65] for _ in range(3)]
+    for i, shape in enumerate(shapes):
+        shape[axis] += i
+    inputs = {"a": floats(*shapes[0]), "b": floats(*shapes[1]), "c": floats(*shapes[2])}
+    model, feeds = op_model("Concat", inputs, constants=("b",), axis=axis)
+    assert_matches_onnxruntime(backend, model, feeds)
+
+
+@pytest.mark.parametrize(
+    "op, inputs, attrs, opset",
+    [
+        ("Reshape", {"x": floats(2, 3, 65), "s": np.array([0, -1, 5], np.int64)}, {}, 18),
+        ("Unsqueeze", {"x": floats(3, 65), "axes": np.array([0, -1], np.int64)}, {}, 18),
+        ("Unsqueeze", {"x": floats(3, 65)}, {"axes": [1]}, 11),
+        ("Squeeze", {"x": floats(1, 65, 1)}, {}, 18),
+        ("Squeeze", {"x": floats(1, 65, 1), "axes": np.array([2], np.int64)}, {}, 18),
+        ("Identity", {"x": ints(3, 65)}, {}, 18),
+    ],
+    ids=["reshape", "unsqueeze", "unsqueeze-opset11", "squeeze-all", "squeeze-axis", "identity"],
+)
+def test_relabelling_ops(backend, op, inputs, attrs, opset):
+    constants = tuple(k for k in inputs if k != "x")
+    result = assert_matches_onnxruntime(
+        backend, *op_model(op, inputs, constants=constants, opset=opset, **attrs)
+    )
+    assert result.trace.dispatches == ()  # a relabelled buffer, no kernel
+
+
+@pytest.mark.parametrize(
+    "data, indices, axis",
+    [
+        (floats(100, 33), ints(2, 7, low=0, high=100), 0),
+        (floats(3, 70, 5), ints(4, low=-70, high=70), 1),
+        (ints(10, 67), np.array(-2, np.int64), 0),
+    ],
+    ids=["embedding", "axis1-negative", "scalar-int"],
+)
+def test_gather(backend, data, indices, axis):
+    model, feeds = op_model("Gather", {"data": data, "idx": indices}, axis=axis)
+    assert_matches_onnxruntime(backend, model, feeds)
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ((3, 70), (70, 67)),
+        ((2, 3, 5, 33), (33, 6)),
+        ((2, 1, 3, 4), (5, 4, 65)),
+        ((70,), (70, 3)),
+        ((3, 70), (70,)),
+    ],
+    ids=str,
+)
+def test_matmul(backend, a, b):
+    assert_matches_onnxruntime(backend, *op_model("MatMul", {"a": floats(*a), "b": floats(*b)}))
+
+
+@pytest.mark.parametrize(
+    "trans_a, trans_b, alpha, beta, bias",
+    [
+        (0, 0, 1.0, 1.0, (67,)),
+        (1, 0, 0.5, 1.0, (1, 67)),
+        (0, 1, 1.0, 2.0, (5, 1)),
+        (1, 1, 2.0, 1.0, None),
+    ],
+)
+def test_gemm(backend, trans_a, trans_b, alpha, beta, bias):
+    a = floats(33, 5) if trans_a else floats(5, 33)
+    b = floats(67, 33) if trans_b else floats(33, 67)
+    inputs = {"a": a, "b": b}
+    if bias:
+        inputs["c"] = floats(*bias)
+    model, feeds = op_model(
+        "Gemm",
+        inputs,
+        constants=("b", "c")[: len(inputs) - 1],
+        transA=trans_a,
+        transB=trans_b,
+        alpha=alpha,
+        beta=beta,
+    )
+    assert_matches_onnxruntime(backend, model, feeds)
+
+
+@pytest.mark.parametrize("shape", [(67,), (3, 70), (2, 4, 5, 33)], ids=str)
+def test_softmax(backend, shape):
+    assert_matches_onnxruntime(backend, *op_model("Softmax", {"x": floats(*shape, low=-9, high=9)}))
+
+
+def test_softmax_opset11_default_axis(backend):
+    model, feeds = op_model("Softmax", {"x": floats(5, 67)}, opset=11)
+    assert_matches_onnxruntime(backend, model, feeds)
+
+
+@pytest.mark.parametrize("axis, bias", [(-1, True), (-2, True), (-1, False)])
+def test_layer_normalization(backend, axis, bias):
+    x = floats(2, 3, 67, low=-3, high=5)
+    normalized = x.shape[axis:]
+    inputs = {"x": x, "scale": floats(*normalized)}
+    if bias:
+        inputs["bias"] = floats(*normalized)
+    model, feeds = op_model(
+        "LayerNormalization", inputs, constants=tuple(inputs)[1:], axis=axis, epsilon=0.25
+    )
+    assert_matches_onnxruntime(backend, model, feeds)
+
+
+@pytest.mark.parametrize(
+    "axes, keepdims, opset",
+    [([-1], 1, 18), ([1, 2], 0, 18), (None, 1, 18), ([-1], 0, 17)],
+    ids=["last", "two-dropped", "all", "opset17-attribute"],
+)
+def test_reduce_mean(backend, axes, keepdims, opset):
+    inputs = {"x": floats(2, 3, 67)}
+    attrs = {"keepdims": keepdims}
+    if axes is not None and opset >= 18:
+        inputs["axes"] = np.array(axes, np.int64)
+    elif axes is not None:
+        attrs["axes"] = axes
+    model, feeds = op_model("ReduceMean", inputs, constants=tuple(inputs)[1:], opset=opset, **attrs)
+    assert_matches_onnxruntime(backend, model, feeds)
+
+
+def test_shape_chain_folds_on_the_host(backend):
+    """Shape -> Gather -> Unsqueeze -> Concat -> Reshape, as exporters write head splits."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Constant", [], ["zero"], value=numpy_helper.from_array(np.array(0))),
+        helper.make_node("Gather", ["shape", "zero"], ["batch"], axis=0),
+        helper.make_node("Unsqueeze", ["batch", "axis0"], ["batch1"]),
+        helper.make_node("Concat", ["batch1", "tail"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["r"]),
+        helper.make_node("Relu", ["r"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 6, 11])],
+        [helper.make_empty_tensor_value_info("y")],
+        [
+            numpy_helper.from_array(np.array([0], np.int64), "axis0"),
+            numpy_helper.from_array(np.array([3, -1], np.int64), "tail"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    result = assert_matches_onnxruntime(backend, model, {"x": floats(2, 6, 11)})
+    assert [d.node for d in result.trace.dispatches] == ["Relu_6"]
+
+
+def test_scalar_division_fuses_into_matmul(backend):
+    nodes = [
+        helper.make_node("MatMul", ["a", "b"], ["scores"], name="scores"),
+        helper.make_node("Div", ["scores", "d"], ["y"], name="scale"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "fused",
+        [
+            helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+            for n, s in (("a", [2, 3, 5, 8]), ("b", [2, 3, 8, 5]))
+        ],
+        [helper.make_empty_tensor_value_info("y")],
+        [numpy_helper.from_array(np.array(2.828427, np.float32), "d")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    result = assert_matches_onnxruntime(
+        backend, model, {"a": floats(2, 3, 5, 8), "b": floats(2, 3, 8, 5)}
+    )
+    assert [d.node for d in result.trace.dispatches] == ["scores+scale"]
+
+
+def test_scaled_gemm_with_bias_is_not_fused(backend):
+    nodes = [
+        helper.make_node("Gemm", ["a", "b", "c"], ["t"], name="dense"),
+        helper.make_node("Mul", ["t", "s"], ["y"], name="scale"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "unfused",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [5, 8])],
+        [helper.make_empty_tensor_value_info("y")],
+        [
+            numpy_helper.from_array(floats(8, 6), "b"),
+            numpy_helper.from_array(floats(6), "c"),
+            numpy_helper.from_array(np.array(0.5, np.float32), "s"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    result = assert_matches_onnxruntime(backend, model, {"a": floats(5, 8)})
+    assert [d.node for d in result.trace.dispatches] == ["dense", "scale"]
+
+
+def test_workgroups_spill_into_y_past_the_per_dimension_limit():
+    assert workgroups(1) == (1, 1, 1)
+    assert workgroups(64 * 65535) == (65535, 1, 1)
+    assert workgroups(64 * 65535 + 1) == (65535, 2, 1)
+
+
+def test_a_dispatch_wider_than_one_dimension(backend):
+    x = floats(64 * 65535 + 67)
+    result = assert_matches_onnxruntime(backend, *op_model("Relu", {"x": x}))
+    assert result.trace.dispatches[0].workgroups == (65535, 2, 1)
