@@ -74,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="inject a named fault to prove the detectors (see `doctor`)")
     run.add_argument("--adapter", help="wgpu adapter: name substring or backend type")
     run.add_argument("--chromium", help="Chromium executable for ort-web (or $REGRESS_CHROMIUM)")
+    run.add_argument("--no-localize", dest="localize", action="store_false",
+                     help="skip rerunning failures to find the first divergent node")
     run.add_argument("--report", action="store_true",
                      help="build the reports (index.html, junit.xml, summary.md) afterwards")
 
@@ -173,7 +175,7 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
         selection = {"filters": args.filter, "shard": args.shard, "backends": args.backend,
                      "tags": args.tag}
         summary = execute(
-            cases, args.out, options, selection,
+            cases, args.out, options, selection, args.localize,
             on_start=lambda case: progress.update(task, case=case.id),
             on_result=lambda result: progress.advance(task),
         )

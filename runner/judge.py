@@ -80,19 +80,26 @@ def capture_mismatch(ev: Evidence) -> list[Finding]:
 
 
 def stale_layout(ev: Evidence) -> list[Finding]:
-    """A wrong output that an earlier layout's reference explains better than its own."""
+    """A wrong output that an earlier layout's reference explains better than its own.
+
+    Names the earlier layout whose reference fits best; among equals (layouts differing only in
+    order share a reference), the first to run, where a stale cache entry would come from.
+    """
     if not ev.case.capture or ev.run.status != "ok" or not ev.earlier:
         return []
-    own = worst(ev.vs_reference)[0]
     if all(c.ok for c in ev.vs_reference.values()):
         return []
-    for label, reference in reversed(ev.earlier):  # the most recent predecessor first
+    own = worst(ev.vs_reference)[0]
+    fits = []
+    for index, (label, reference) in enumerate(ev.earlier):
         other = compare_outputs(dict(ev.run.outputs), dict(reference), ev.case.tolerance)
         if all(c.ok for c in other.values()) or worst(other)[0] < own / 10:
-            return [Finding("stale-layout", f"output matches layout {label!r}'s reference "
-                            f"(max abs {worst(other)[0]:.3g}) better than its own "
-                            f"(max abs {own:.3g})", stale_from=label)]
-    return []
+            fits.append((worst(other)[0], index, label))
+    if not fits:
+        return []
+    error, _, label = min(fits)
+    return [Finding("stale-layout", f"output matches layout {label!r}'s reference (max abs "
+                    f"{error:.3g}) better than its own (max abs {own:.3g})", stale_from=label)]
 
 
 def nondeterministic(ev: Evidence) -> list[Finding]:

@@ -24,6 +24,7 @@ from runner.environment import base_environment
 from runner.errors import EnvironmentUnusable, ExitCode
 from runner.history import CaseResult, RunFolder, SqliteHistory
 from runner.judge import Evidence, judge
+from runner.localize import LOCALIZED_VERDICTS, first_divergent_node
 from runner.matrix import Case
 from runner.oracle import ReferenceCache
 from runner.workload import Workload, materialize
@@ -57,16 +58,17 @@ class RunSummary:
 
 
 class _Sequence:
-    """What the judge may look back at within one layout-change sequence."""
+    """What the judge and localization may look back at within one layout-change sequence."""
 
     def __init__(self) -> None:
         self.key: tuple | None = None
         self.eager: dict[str, BackendRun] = {}  # cell -> eager run
         self.references: dict[str, tuple[str, dict]] = {}  # workload key -> (layout, reference)
+        self.captured: list[tuple[Case, Workload]] = []  # capture cases so far, in order
 
     def enter(self, case: Case) -> None:
         if case.sequence != self.key:
-            self.key, self.eager, self.references = case.sequence, {}, {}
+            self.key, self.eager, self.references, self.captured = case.sequence, {}, {}, []
 
     def earlier(self, workload: Workload) -> tuple[tuple[str, dict], ...]:
         return tuple(v for k, v in self.references.items() if k != workload.key)
@@ -101,6 +103,7 @@ def execute(
     out: Path,
     options: BackendOptions,
     selection: dict[str, Any] | None = None,
+    localize: bool = True,
     on_result: Callable[[CaseResult], None] = lambda result: None,
     on_start: Callable[[Case], None] = lambda case: None,
 ) -> RunSummary:
@@ -140,7 +143,8 @@ def execute(
                 if case.backend.name not in backends:
                     backends[case.backend.name] = open_backend(case.backend.name, options)
                     closing.callback(backends[case.backend.name].close)
-                result = _run_case(run_id, case, backends[case.backend.name], oracle, sequence)
+                result = _run_case(run_id, case, backends[case.backend.name], oracle, sequence,
+                                   localize)
                 for store in stores:
                     store.record(result.to_dict())
                 results.append(result)
@@ -169,7 +173,12 @@ def _safe_environment(backend: Backend) -> dict[str, Any]:
 
 
 def _run_case(
-    run_id: str, case: Case, backend: Backend, oracle: ReferenceCache, sequence: _Sequence
+    run_id: str,
+    case: Case,
+    backend: Backend,
+    oracle: ReferenceCache,
+    sequence: _Sequence,
+    localize: bool,
 ) -> CaseResult:
     sequence.enter(case)
     try:
@@ -186,8 +195,20 @@ def _run_case(
         eager=sequence.eager.get(case.cell) if case.capture else None,
         earlier=sequence.earlier(workload) if case.capture else (),
     )
+    judgement = judge(evidence)
+    divergent = None
+    if localize and judgement.verdicts & LOCALIZED_VERDICTS:
+        divergent = _localize(backend, case, workload, judgement.verdicts, sequence.captured)
     if case.capture:
         sequence.references.setdefault(workload.key, (case.layout.label, reference))
+        sequence.captured.append((case, workload))
     else:
         sequence.eager[case.cell] = run
-    return CaseResult.of(run_id, case, run, judge(evidence))
+    return CaseResult.of(run_id, case, run, judgement, divergent)
+
+
+def _localize(backend, case, workload, verdicts, prefix) -> dict[str, Any] | None:
+    try:
+        return first_divergent_node(backend, case, workload, verdicts, list(prefix))
+    except Exception as exc:  # localization is a diagnosis: its failure must not cost the result
+        return {"error": f"{type(exc).__name__}: {exc}"}
