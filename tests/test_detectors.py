@@ -1,0 +1,78 @@
+"""Detectors end to end on real wgpu (lavapipe): each fires on an injected fault, stays quiet
+on a clean run, names the stale layout and localizes the divergent node."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runner.backends.base import BackendOptions
+from runner.matrix import expand_matrix
+from runner.pipeline import execute
+from runner.suite import load_suite
+
+pytestmark = pytest.mark.gpu
+
+SEQUENCE = """
+models:
+  enc: {builtin: encoder, layers: 1, hidden: 32, heads: 4, ffn: 64}
+shapes:
+  - {batch: 1, sequence: 16}
+layouts:
+  - label: first
+    order: [eps, rows, cols]
+  - label: second
+    values: {eps: 1.0e-2}
+backends: [wgpu]
+"""
+
+
+def run_suite(path: Path, out: Path, **options) -> dict[str, dict]:
+    summary = execute(expand_matrix([load_suite(path)]), out, BackendOptions(runs=3, **options))
+    assert summary.status == "complete"
+    return {r.case_id: r.to_dict() for r in summary.results}
+
+
+def test_clean_sequence_passes_without_localization(write_suite, tmp_path):
+    results = run_suite(write_suite(SEQUENCE), tmp_path)
+    assert len(results) == 5  # 2 layouts x 2 modes + the first captured again
+    assert {r["verdict"] for r in results.values()} == {"pass"}
+    assert all(r["divergent_node"] is None for r in results.values())
+
+
+def test_only_the_second_layout_poisoned_names_the_first(write_suite, tmp_path):
+    path = write_suite(SEQUENCE + """
+cases:
+  - match: {layout: second, capture: capture}
+    inject: [shape-only-capture-cache]
+    expect: stale-layout
+""")
+    results = run_suite(path, tmp_path)
+    poisoned = results["enc/batch=1,sequence=16/layout=second/wgpu/capture"]
+    assert poisoned["verdicts"] == ["capture-mismatch", "stale-layout"]
+    assert poisoned["verdict"] == "stale-layout" and poisoned["outcome"] == "expected"
+    assert poisoned["stale_from"] == "first"
+    assert poisoned["attribution"] == "capture only, after a layout change"
+    assert poisoned["injected"] == ["shape-only-capture-cache"]
+    # the fault sits in every layer norm's epsilon: the first one is where outputs part
+    node = poisoned["divergent_node"]
+    assert node["op_type"] == "LayerNormalization" and node["against"] == "eager"
+    assert node["name"] == "/layers.0.norm1/LayerNormalization"
+    others = {k: v for k, v in results.items() if v is not poisoned}
+    assert {r["verdict"] for r in others.values()} == {"pass"}, "the fault leaked"
+    revisit = results["enc/batch=1,sequence=16/layout=first/wgpu/capture-revisit"]
+    assert revisit["verdict"] == "pass"
+
+
+def test_run_wide_inject_poisons_every_layout_change(write_suite, tmp_path):
+    results = run_suite(write_suite(SEQUENCE), tmp_path,
+                        inject=frozenset({"shape-only-capture-cache"}))
+    verdicts = {case: r["verdict"] for case, r in results.items()}
+    assert verdicts["enc/batch=1,sequence=16/layout=second/wgpu/capture"] == "stale-layout"
+    assert list(verdicts.values()).count("pass") == 4
+    [run_json] = tmp_path.glob("runs/*/run.json")
+    run = json.loads(run_json.read_text())
+    assert run["options"]["inject"] == ["shape-only-capture-cache"]
+    assert run["environment"]["backends"]["wgpu"]["adapter"]["name"]
