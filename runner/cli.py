@@ -22,6 +22,7 @@ from runner.backends import BACKENDS
 from runner.backends.base import BackendOptions
 from runner.errors import EnvironmentUnusable, ExitCode, InvalidInput
 from runner.matrix import Case, expand_matrix, parse_shard, select_cases, shard_cases
+from runner.report.newcase import add_new_case_parser, cmd_new_case
 from runner.suite import load_suites
 from runner.suite.loader import ALL_BUNDLES
 from runner.suite.spec import BackendTarget, Suite
@@ -81,10 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser("report", help="build reports/index.html from the history")
     report.add_argument("--out", type=Path, default=DEFAULT_OUT, help="reports folder")
+    report.add_argument("--last", type=int, default=20, metavar="N",
+                        help="runs shown in the status grid and trends (default 20)")
+
+    add_new_case_parser(commands, DEFAULT_OUT)
 
     merge = commands.add_parser("merge", help="merge --shard outputs into one history and report")
     merge.add_argument("sources", nargs="+", type=Path, help="the shards' --out folders")
     merge.add_argument("--out", type=Path, default=DEFAULT_OUT, help="merged reports folder")
+    merge.add_argument("--run-id", help="id of the merged run (default: the first shard's)")
 
     commands.add_parser("doctor", help="say what this machine offers and how to fix what is not")
     return parser
@@ -207,23 +213,24 @@ def _print_summary(summary, out: Path) -> None:
         console.print(f"[yellow]{summary.status}[/yellow]: {summary.message}")
 
 
-def _build_reports(out: Path) -> None:
+def _build_reports(out: Path, last: int = 20) -> None:
     from runner.report import build_reports
 
-    for path in build_reports(out):
+    for path in build_reports(out, grid_runs=last):
         print(path)
 
 
 def cmd_report(args: argparse.Namespace) -> ExitCode:
-    _build_reports(args.out)
+    _build_reports(args.out, args.last)
     return ExitCode.OK
 
 
 def cmd_merge(args: argparse.Namespace) -> ExitCode:
     from runner.history.merge import merge_shards
 
-    summary = merge_shards(args.sources, args.out)
-    print(f"merged {summary.runs} run(s), {summary.results_added} new result(s) into {args.out}")
+    summary = merge_shards(args.sources, args.out, args.run_id)
+    print(f"merged {summary.shard_runs} shard run(s), {summary.results_added} result(s) into "
+          f"{args.out} as run {summary.run_id}")
     _build_reports(args.out)
     return ExitCode.OK
 
@@ -247,6 +254,7 @@ COMMANDS = {
     "run": cmd_run,
     "report": cmd_report,
     "merge": cmd_merge,
+    "new-case": cmd_new_case,
     "doctor": cmd_doctor,
 }
 

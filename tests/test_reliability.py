@@ -29,12 +29,15 @@ def test_shards_merge_into_one_history_without_duplicates(write_suite, tmp_path)
         assert proc.returncode == 0, proc.stderr
     merged = tmp_path / "merged"
     proc = regress("merge", tmp_path / "s1", tmp_path / "s2", "--out", merged)
-    assert "merged 2 run(s), 10 new result(s)" in proc.stdout, proc.stderr
+    assert "merged 2 shard run(s), 10 result(s)" in proc.stdout, proc.stderr
     case_ids = sorted(case for case, _ in _results(merged))
     assert case_ids == sorted(regress("list", suite).stdout.split())
-    assert len(list((merged / "runs").iterdir())) == 2
+    [run_id] = {run for _, run in _results(merged)}
+    lines = (merged / "runs" / run_id / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 10 and len(list((merged / "runs" / "shards").iterdir())) == 2
+    assert (merged / "index.html").is_file()
     again = regress("merge", tmp_path / "s1", tmp_path / "s2", "--out", merged)
-    assert "0 new result(s)" in again.stdout and len(_results(merged)) == 10
+    assert "merged 0 shard run(s), 0 result(s)" in again.stdout and len(_results(merged)) == 10
 
 
 def test_merge_refuses_shards_of_different_suites(write_suite, tmp_path):

@@ -1,7 +1,10 @@
-"""Merge the outputs of ``--shard i/n`` runs into one history, without duplicates.
+"""Fold the outputs of parallel shards (``run --shard i/n``) into one run of a history.
 
-Shards must come from the same suites (content digest) and the same selection less the shard;
-a result already present is not inserted twice, so merging again changes nothing.
+Each shard runs on its own machine and writes its own ``--out`` folder holding one run. The
+report compares whole runs, so the shard runs become a single run of the target history (the
+one CI carries from one workflow run to the next). Shards must come from the same suites
+(content digest) and the same selection less the shard; runs already merged are skipped, so
+merging again changes nothing.
 """
 
 from __future__ import annotations
@@ -9,50 +12,101 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from runner.errors import InvalidInput
-from runner.history.store import SqliteHistory
+from runner.history.record import result_id
+from runner.history.store import RunFolder, SqliteHistory
+
+# When shards end differently, the merged run carries the worst status.
+STATUS_ORDER = ("environment-unusable", "incomplete", "running", "complete")
 
 
 @dataclass(frozen=True)
 class MergeSummary:
-    runs: int
+    run_id: str | None  # None when every shard run was merged before
+    shard_runs: int
     results_added: int
 
 
-def _comparable(run: dict) -> tuple:
-    selection = {k: v for k, v in run.get("selection", {}).items() if k != "shard"}
+def _comparable(run: dict[str, Any]) -> tuple:
+    selection = {k: v for k, v in (run.get("selection") or {}).items() if k != "shard"}
     return run.get("suites_digest"), repr(sorted(selection.items()))
 
 
-def merge_shards(sources: list[Path], out: Path) -> MergeSummary:
-    histories = []
-    for source in sources:
-        path = source / "history.sqlite"
-        if not path.is_file():
-            raise InvalidInput(f"{source}: no history.sqlite; expected a run's --out folder")
-        histories.append((source, SqliteHistory(path)))
+def merged_run(run_id: str, shards: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run record standing for every shard run in `shards`."""
+    statuses = [shard.get("status") or "running" for shard in shards]
+    backends: dict[str, Any] = {}
+    for shard in shards:
+        backends.update((shard.get("environment") or {}).get("backends") or {})
+    ended = [shard.get("ended") for shard in shards]
+    return {
+        **shards[0],
+        "run_id": run_id,
+        "started": min(shard["started"] for shard in shards),
+        "ended": None if None in ended else max(ended),
+        "status": min(statuses, key=lambda s: STATUS_ORDER.index(s) if s in STATUS_ORDER else 0),
+        "cases": sum(shard.get("cases") or 0 for shard in shards),
+        "suites": sorted({suite for shard in shards for suite in shard.get("suites") or []}),
+        "selection": {**(shards[0].get("selection") or {}), "shard": None},
+        "environment": {**(shards[0].get("environment") or {}), "backends": backends},
+        "message": "; ".join(dict.fromkeys(s["message"] for s in shards if s.get("message"))),
+        "references_computed": sum(shard.get("references_computed") or 0 for shard in shards),
+        "shards": [shard["run_id"] for shard in shards],
+    }
+
+
+def _read(source: Path) -> tuple[list[dict], list[dict]]:
+    path = source / "history.sqlite"
+    if not path.is_file():
+        raise InvalidInput(f"{source}: no history.sqlite; expected a run's --out folder")
+    history = SqliteHistory(path)
     try:
-        runs = [(source, run) for source, history in histories for run in history.runs()]
-        kinds = {_comparable(run) for _, run in runs}
-        if len(kinds) > 1:
-            detail = "; ".join(f"{source}: run {run['run_id']} suites {run.get('suites_digest')}"
-                               for source, run in runs)
-            raise InvalidInput(f"shards come from different suites or selections ({detail}); "
-                               "expected shards of one suite set")
-        target = SqliteHistory(out / "history.sqlite")
-        before = len(target.results())
-        for source, history in histories:
-            for run in history.runs():
-                target.begin_run(run)
-                for result in history.results(run["run_id"]):
-                    target.record(result)
-                run_folder = source / "runs" / run["run_id"]
-                if run_folder.is_dir() and source.resolve() != out.resolve():
-                    shutil.copytree(run_folder, out / "runs" / run["run_id"], dirs_exist_ok=True)
-        added = len(target.results()) - before
-        target.close()
+        return history.runs(), history.results()
     finally:
-        for _, history in histories:
-            history.close()
-    return MergeSummary(len(runs), added)
+        history.close()
+
+
+def merge_shards(sources: list[Path], out: Path, run_id: str | None = None) -> MergeSummary:
+    runs: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for source in sources:
+        source_runs, source_results = _read(source)
+        runs += source_runs
+        results += source_results
+    if len({_comparable(run) for run in runs}) > 1:
+        detail = "; ".join(f"run {r['run_id']}: suites {r.get('suites_digest')}, selection "
+                           f"{r.get('selection')}" for r in runs)
+        raise InvalidInput(f"shards come from different suites or selections ({detail}); "
+                           "expected shards of one suite set")
+    target = SqliteHistory(out / "history.sqlite")
+    try:
+        known = {i for run in target.runs() for i in [run["run_id"], *run.get("shards", [])]}
+        runs = sorted((r for r in runs if r["run_id"] not in known), key=lambda r: r["started"])
+        if not runs:
+            return MergeSummary(None, 0, 0)
+        run = merged_run(run_id or runs[0]["run_id"], runs)
+        shard_ids = {shard["run_id"] for shard in runs}
+        folder = RunFolder(out / "runs" / run["run_id"])
+        stores = (target, folder)
+        for store in stores:
+            store.begin_run(run)
+        added = 0
+        for result in results:
+            if result["run_id"] in shard_ids:
+                merged = {**result, "run_id": run["run_id"],
+                          "result_id": result_id(run["run_id"], result["case_id"])}
+                for store in stores:
+                    store.record(merged)
+                added += 1
+        for store in stores:
+            store.end_run(run)
+    finally:
+        target.close()
+    for source in sources:  # keep each shard's own files beside the merged run
+        for shard_id in shard_ids:
+            if (source / "runs" / shard_id).is_dir() and source.resolve() != out.resolve():
+                shutil.copytree(source / "runs" / shard_id, out / "runs" / "shards" / shard_id,
+                                dirs_exist_ok=True)
+    return MergeSummary(run["run_id"], len(runs), added)

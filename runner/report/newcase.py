@@ -1,0 +1,140 @@
+"""A per-bug YAML case for one result, ready to paste into a suite's ``cases:``.
+
+The report shows one under each failure; ``python -m runner new-case RESULT_ID`` prints it.
+The entry is valid against the ``cases`` items of ``schemas/suite.schema.json``; where the
+failure came from (model, shape, layout, backend) rides along as comments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from runner.errors import ExitCode, InvalidInput
+from runner.history import SqliteHistory
+from runner.report.history import shape_label
+
+BUG_PLACEHOLDER = "FILL IN: a bug URL or owner/repo#number"
+
+# Result ids are hex digests; a prefix of a few digits is enough to find one.
+RESULT_ID = re.compile(r"[0-9a-f]{4,40}")
+
+# Anything that would end a YAML comment line or that YAML refuses in a stream.
+NOT_COMMENT_SAFE = re.compile(
+    r"[^\t\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]+"
+)
+
+
+class _SnippetDumper(yaml.SafeDumper):
+    """Writes multi-line strings (messages) as literal blocks, as a person would."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value,
+                                   style="|" if "\n" in value else None)
+
+
+_SnippetDumper.add_representer(str, _represent_str)
+
+
+def glob_literal(text: str) -> str:
+    """`text` as a glob matching only itself (``cases: match:`` values are globs)."""
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def _comment(text: str) -> str:
+    return "# " + NOT_COMMENT_SAFE.sub(" ", text).strip()
+
+
+def node_text(node: dict[str, Any]) -> str:
+    """The divergent node in words, op type and name first (records store keys sorted)."""
+    first = [k for k in ("op_type", "name", "max_abs") if k in node]
+    return ", ".join(f"{k} {node[k]}" for k in first + sorted(set(node) - set(first)))
+
+
+def _number(value: float | None) -> str:
+    return "none" if value is None else f"{value:.3g}"
+
+
+def _context(result: dict[str, Any]) -> list[str]:
+    layout = result["layout"]
+    details = []
+    if result.get("layout_order"):
+        details.append("order " + ", ".join(result["layout_order"]))
+    if result.get("layout_values"):
+        values = result["layout_values"].items()
+        details.append("values " + ", ".join(f"{k}={v}" for k, v in values))
+    if details:
+        layout += f" ({'; '.join(details)})"
+    lines = [
+        f"For suite {result['suite']} ({result['suite_path']}):",
+        "add the entry below to the suite's cases: list"
+        + ("." if result.get("bug") else ", then fill in the bug."),
+        f"Seen in run {result['run_id']} (result {result['result_id']}): {result['verdict']}, "
+        f"outcome {result['outcome']}, max abs error {_number(result.get('max_abs_error'))} "
+        f"(tolerance {_number((result.get('tolerance') or {}).get('abs'))}).",
+        f"model {result['model']}, shape {shape_label(result.get('shape') or {})}, "
+        f"layout {layout}",
+        f"backend {result['backend']}, build {result.get('bundle') or 'none'}, "
+        f"mode {result['capture']}",
+    ]
+    if result.get("attribution"):
+        lines.append(f"attribution: {result['attribution']}")
+    node = result.get("divergent_node")
+    if node:
+        lines.append(f"first divergent node: {node_text(node)}")
+    return [_comment(line) for line in lines]
+
+
+def case_entry(result: dict[str, Any]) -> dict[str, Any]:
+    """The ``cases:`` item expecting what `result` saw."""
+    return {
+        "match": {"id": glob_literal(result["case_id"])},
+        "bug": result.get("bug") or BUG_PLACEHOLDER,
+        "expect": sorted(result["verdicts"]),
+        "reason": result.get("message") or result["verdict"],
+    }
+
+
+def case_snippet(result: dict[str, Any]) -> str:
+    body = yaml.dump({"cases": [case_entry(result)]}, Dumper=_SnippetDumper, sort_keys=False,
+                     allow_unicode=True, width=100)
+    return "\n".join(_context(result)) + "\n" + body
+
+
+def find_result(history: Path, result_id: str) -> dict[str, Any]:
+    """The stored result with this id (or unique-enough prefix); InvalidInput if none."""
+    wanted = result_id.strip().lower()
+    if not RESULT_ID.fullmatch(wanted):
+        raise InvalidInput(f"result id {result_id!r}: expected at least 4 hex digits, "
+                           "as shown in the report")
+    if not history.exists():
+        raise InvalidInput(f"{history}: no history yet; run `python -m runner run` first")
+    store = SqliteHistory(history)
+    try:
+        result = store.result(wanted)
+    finally:
+        store.close()
+    if result is None:
+        raise InvalidInput(f"no result {result_id!r} in {history}")
+    return result
+
+
+def add_new_case_parser(commands, default_out: Path = Path("reports")) -> argparse.ArgumentParser:
+    """Add ``new-case`` to the CLI's subparsers (`commands`)."""
+    parser = commands.add_parser(
+        "new-case", help="print a YAML case for a result, ready to paste into a suite"
+    )
+    parser.add_argument("result_id", help="result id from the report (a unique prefix is enough)")
+    parser.add_argument("--out", type=Path, default=default_out,
+                        help="reports folder holding history.sqlite (reports/)")
+    return parser
+
+
+def cmd_new_case(args: argparse.Namespace) -> ExitCode:
+    print(case_snippet(find_result(args.out / "history.sqlite", args.result_id)), end="")
+    return ExitCode.OK

@@ -1,0 +1,568 @@
+"""The report from a synthetic history: changes, flaky cases, trends, escaping, JUnit, summary,
+and the YAML case offered for each failure.
+
+The history is written through ``SqliteHistory`` as the pipeline writes it, with records
+validated against ``schemas/result.schema.json``. Five runs of one suite, plus one unrelated
+run, tell this story (case numbers refer to ``CELLS``):
+
+- wgpu capture (2) passes four times, then fails: a new failure;
+- ort-web:jsep capture under the swapped layout (4) is a known stale-layout bug, then passes:
+  an unexpected pass;
+- ort-web:webgpu capture (6) failed four times, then passes: fixed;
+- the capture case of a model whose name holds markup (7) flaps between pass and
+  nondeterministic;
+- ort-web:jsep capture (9) is a known bug every time; ort-web:jspi capture (10) is skipped;
+- the last run was interrupted (incomplete), and an unrelated suite ran in between.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from lxml import etree
+from lxml import html as lxml_html
+
+from runner.errors import InvalidInput
+from runner.history import SqliteHistory
+from runner.history.record import result_id
+from runner.report import analysis, build_reports
+from runner.report.history import load_history
+from runner.report.newcase import BUG_PLACEHOLDER, add_new_case_parser, case_snippet, cmd_new_case
+
+REPO = Path(__file__).resolve().parents[1]
+RESULT_SCHEMA = json.loads((REPO / "schemas" / "result.schema.json").read_text())
+SUITE_SCHEMA = json.loads((REPO / "schemas" / "suite.schema.json").read_text())
+JUNIT_XSD = REPO / "tests" / "data" / "junit-10.xsd"
+
+SUITE = 'capture <script>alert("suite")</script> & co'
+MARKUP_MODEL = "enc<i>&\"'"
+STALE_BUG = "microsoft/onnxruntime#29594"
+STALE_BUG_URL = "https://github.com/microsoft/onnxruntime/issues/29594"
+EVIL_BUG = "javascript:alert(document.cookie)"
+EVIL_MESSAGE = 'outputs differ <img src=x onerror=alert(1)> & "quoted"\nevil: true'
+
+RUNS = ("R1", "R2", "R3", "R4", "R5")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One synthetic case: its id parts, and its verdict in each of the five runs."""
+
+    model: str
+    layout: str
+    backend: str
+    capture: str
+    verdicts: tuple[str, str, str, str, str]
+    expect: tuple[str, ...] = ("pass",)
+    bug: str | None = None
+    reason: str | None = None
+
+    @property
+    def bundle(self) -> str | None:
+        return self.backend.partition(":")[2] or None
+
+    @property
+    def case_id(self) -> str:
+        return f"{self.model}/batch=1,sequence=8/layout={self.layout}/{self.backend}/{self.capture}"
+
+
+P, CM, SL, ND, SK = "pass", "capture-mismatch", "stale-layout", "nondeterministic", "skipped"
+CELLS = {
+    1: Cell("encoder", "eps,heads", "wgpu", "eager", (P, P, P, P, P)),
+    2: Cell("encoder", "eps,heads", "wgpu", "capture", (P, P, P, P, CM)),
+    3: Cell("encoder", "heads,eps", "ort-web:jsep", "eager", (P, P, P, P, P)),
+    4: Cell("encoder", "heads,eps", "ort-web:jsep", "capture", (SL, SL, SL, SL, P),
+            expect=(SL,), bug=STALE_BUG, reason='replay binds a stale <uniform> & "eps"'),
+    5: Cell("encoder", "eps,heads", "ort-web:webgpu", "eager", (P, P, P, P, P)),
+    6: Cell("encoder", "eps,heads", "ort-web:webgpu", "capture", (CM, CM, CM, CM, P)),
+    7: Cell(MARKUP_MODEL, "eps,heads", "wgpu", "capture", (P, ND, P, ND, ND), bug=EVIL_BUG),
+    8: Cell("encoder", "eps,heads", "ort-web:jsep", "eager", (P, P, P, P, P)),
+    9: Cell("encoder", "eps,heads", "ort-web:jsep", "capture", (SL, SL, SL, SL, SL),
+            expect=(SL,), bug=f"https://github.com/{STALE_BUG.replace('#', '/issues/')}",
+            reason="known"),
+    10: Cell("encoder", "eps,heads", "ort-web:jspi", "capture", (SK, SK, SK, SK, SK)),
+}
+# The interrupted last run never reached these.
+NOT_IN_LAST_RUN = {8}
+ERRORS = {P: 2e-6, CM: 0.3, SL: 0.05, ND: 0.01, SK: None}
+EAGER_MS = 10.0
+
+
+def capture_ms(backend: str, run: int) -> float:
+    """Replay median per backend and run: the speedups the report must recover."""
+    return {"wgpu": 4.0, "ort-web:jsep": 5.0, "ort-web:webgpu": 8.0, "ort-web:jspi": 5.0}[
+        backend] - 0.5 * run
+
+
+def outcome_of(verdict: str, expect: tuple[str, ...]) -> str:
+    if verdict == SK:
+        return "skipped"
+    if expect == ("pass",):
+        return "expected" if verdict == P else "unexpected"
+    return "expected" if verdict in expect else ("unexpected-pass" if verdict == P else
+                                                 "unexpected")
+
+
+def make_result(run_id: str, run: int, cell: Cell, suite: str = SUITE) -> dict[str, Any]:
+    verdict = cell.verdicts[run]
+    error = ERRORS[verdict] * (5 if cell.capture == "capture" and run == 4 else 1) \
+        if ERRORS[verdict] else None
+    median = EAGER_MS if cell.capture == "eager" else capture_ms(cell.backend, run)
+    record = {
+        "result_id": result_id(run_id, cell.case_id),
+        "run_id": run_id,
+        "case_id": cell.case_id,
+        "suite": suite,
+        "suite_path": "suites/bugs/synthetic.yaml",
+        "model": cell.model,
+        "shape": {"batch": 1, "sequence": 8},
+        "layout": cell.layout,
+        "layout_order": cell.layout.split(","),
+        "layout_values": {},
+        "backend": cell.backend,
+        "bundle": cell.bundle,
+        "capture": cell.capture,
+        "revisit": False,
+        "injected": [],
+        "verdict": verdict,
+        "verdicts": [verdict],
+        "expected": list(cell.expect),
+        "outcome": outcome_of(verdict, cell.expect),
+        "bug": cell.bug,
+        "reason": "JSPI is not available here" if verdict == SK else cell.reason,
+        "max_abs_error": error,
+        "max_rel_error": None if error is None else error * 10,
+        "tolerance": {"abs": 1e-3, "rel": 1e-5},
+        "timings": {"session_ms": 30.0, "first_run_ms": 20.0,
+                    "median_run_ms": None if verdict == SK else median, "runs": 3},
+        "trace": {"dispatches": 14, "bind_groups_created": 14, "uniform_writes": 14,
+                  "buffers_created": 30, "replay_bind_groups_created": 0,
+                  "replay_uniform_writes": 0, "errors": []},
+        "attribution": "capture only" if verdict in (CM, ND) else (
+            "capture only, after a layout change" if verdict == SL else None),
+        "stale_from": "eps,heads" if verdict == SL else None,
+        "divergent_node": {"op_type": "LayerNormalization", "name": "ln<0>", "max_abs": error}
+        if verdict == CM else None,
+        "message": EVIL_MESSAGE if verdict == CM else f"{verdict} as seen",
+        "finished_at": f"2025-01-0{run + 1}T10:00:30+00:00",
+    }
+    jsonschema.validate(record, RESULT_SCHEMA)
+    return record
+
+
+def run_record(run_id: str, started: str, status: str, cases: int, suite: str) -> dict:
+    return {
+        "run_id": run_id, "started": started, "ended": started.replace("10:00:00", "10:05:00"),
+        "status": status, "cases": cases, "suites": [suite],
+        "options": {"runs": 3, "inject": []},
+        "environment": {"python": "3.11.2", "onnxruntime": "1.32.0",
+                        "onnxruntime_web": "1.30.0", "platform": "<b>linux</b>",
+                        "backends": {"wgpu": {"adapter": "llvmpipe"}}},
+        "message": "interrupted; finished results are kept" if status == "incomplete" else "",
+        "references_computed": 3,
+    }
+
+
+def write_history(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """The synthetic history at `path`; returns each run's records by run id."""
+    store = SqliteHistory(path)
+    written: dict[str, list[dict[str, Any]]] = {}
+    try:
+        for run, run_id in enumerate(RUNS):
+            last = run == len(RUNS) - 1
+            started = f"2025-01-0{run + 1}T10:00:00+00:00"
+            run_dict = run_record(run_id, started, "running", len(CELLS), SUITE)
+            store.begin_run(run_dict)
+            written[run_id] = []
+            for number, cell in CELLS.items():
+                if last and number in NOT_IN_LAST_RUN:
+                    continue
+                record = make_result(run_id, run, cell)
+                store.record(record)
+                written[run_id].append(record)
+            store.end_run(run_record(run_id, started, "incomplete" if last else "complete",
+                                     len(CELLS), SUITE))
+            if run_id == "R4":  # an unrelated suite in between: not comparable with R5
+                other = Cell("tiny", "default", "reference", "eager", (P,) * 5)
+                other_run = run_record("R4b", "2025-01-04T12:00:00+00:00", "complete", 1,
+                                       "other")
+                store.begin_run(other_run)
+                store.record(make_result("R4b", 3, other, suite="other"))
+                store.end_run(other_run)
+    finally:
+        store.close()
+    return written
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> tuple[Path, dict[str, list[dict[str, Any]]]]:
+    out = tmp_path_factory.mktemp("reports")
+    written = write_history(out / "history.sqlite")
+    build_reports(out)
+    return out, written
+
+
+@pytest.fixture(scope="module")
+def page(reports):
+    out, _ = reports
+    return lxml_html.fromstring((out / "index.html").read_bytes())
+
+
+def latest(written, number: int) -> dict[str, Any]:
+    return next(r for r in written["R5"] if r["case_id"] == CELLS[number].case_id)
+
+
+# --- analysis -----------------------------------------------------------------------------
+
+
+def test_the_previous_comparable_run_skips_an_unrelated_suite(reports):
+    out, _ = reports
+    history = load_history(out / "history.sqlite")
+    assert history.runs["run_id"].tolist() == ["R1", "R2", "R3", "R4", "R4b", "R5"]
+    assert analysis.previous_comparable(history, "R5") == "R4"
+    assert analysis.previous_comparable(history, "R4b") is None
+
+
+def test_changes_name_new_failures_fixes_and_unexpected_passes(reports):
+    out, _ = reports
+    history = load_history(out / "history.sqlite")
+    changed = analysis.changes(history, "R5", "R4")
+    assert dict(zip(changed["case_id"], changed["change"], strict=True)) == {
+        CELLS[2].case_id: "new failure",
+        CELLS[4].case_id: "unexpected pass",
+        CELLS[6].case_id: "fixed",
+    }
+    fixed = changed[changed["change"] == "fixed"].iloc[0]
+    assert (fixed["before_verdict"], fixed["verdict"]) == (CM, P)
+
+
+def test_flaky_cases_are_those_that_flip_back_and_forth(reports):
+    out, _ = reports
+    history = load_history(out / "history.sqlite")
+    window = analysis.in_runs(history, analysis.recent_runs(history, 20))
+    flaky = analysis.flaky_cases(window)
+    assert flaky["case_id"].tolist() == [CELLS[7].case_id]
+    assert flaky.iloc[0]["flips"] == 3
+    assert flaky.iloc[0]["verdicts"] == list(CELLS[7].verdicts)
+
+
+def test_speedup_is_eager_over_replay_per_backend_and_run(reports):
+    out, _ = reports
+    history = load_history(out / "history.sqlite")
+    trend = analysis.speedup_trend(analysis.speedups(history.results))
+    last = history.runs.index[history.runs["run_id"] == "R5"][0]
+    # ort-web:jspi was skipped (no timings) and has no eager twin: no speedup at all.
+    assert sorted(trend.columns) == ["ort-web:jsep", "ort-web:webgpu", "wgpu"]
+    assert trend.at[last, "wgpu"] == pytest.approx(EAGER_MS / capture_ms("wgpu", 4))
+    # R5 lacks the jsep eps,heads eager twin (interrupted): only the heads,eps pair counts.
+    assert trend.at[last, "ort-web:jsep"] == pytest.approx(EAGER_MS / capture_ms("ort-web:jsep", 4))
+    assert trend.at[0, "ort-web:webgpu"] == pytest.approx(EAGER_MS / 8.0)
+
+
+def test_error_trends_put_the_worst_against_tolerance_first(reports):
+    out, _ = reports
+    history = load_history(out / "history.sqlite")
+    trends = analysis.error_trends(history.results)
+    top = trends.iloc[0]
+    assert top["case_id"] == CELLS[2].case_id
+    assert [round(e, 9) for _, e in top["points"]] == [2e-6, 2e-6, 2e-6, 2e-6, 1.5]
+    assert CELLS[10].case_id not in set(trends["case_id"])  # skipped: never measured
+
+
+# --- the page -----------------------------------------------------------------------------
+
+
+def test_the_page_is_self_contained_and_escapes_every_user_string(reports, page):
+    out, _ = reports
+    text = (out / "index.html").read_text(encoding="utf-8")
+    assert text.count("<script") == 1  # the filter script; the suite's <script> is text
+    assert 'alert("suite")' not in text and "&lt;script&gt;alert(&quot;suite&quot;)" in text
+    assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+    assert "<i>" not in text and "enc&lt;i&gt;&amp;&quot;&#x27;" in text
+    assert "<b>linux</b>" not in text
+    assert 'href="javascript:' not in text and "javascript:alert(document.cookie)" in text
+    assert page.xpath("//@src") == [] and page.xpath("//link") == []
+    assert {h for h in page.xpath("//@href") if not h.startswith("#")} == {STALE_BUG_URL}
+    assert "default-src 'none'" in text
+
+
+def test_the_page_shows_the_latest_run_and_its_interruption(page):
+    latest = page.get_element_by_id("latest")
+    assert "Run status: incomplete — interrupted; finished results are kept. 9 of 10" in " ".join(
+        latest.text_content().split())
+    assert "9 of 10 planned cases" in latest.text_content()
+    glance = page.find_class("glance")[0].text_content()
+    assert "2 unexpected" in glance and "1 unexpected pass" in glance
+    assert "1 new failures, 1 fixed" in glance
+
+
+def test_the_page_lists_changes_with_links_to_cases_and_bugs(page):
+    rows = page.get_element_by_id("changes").xpath(".//tbody/tr")
+    shown = {row.xpath("td[2]")[0].text_content(): row.xpath("td[1]")[0].text_content()
+             for row in rows}
+    assert shown == {CELLS[2].case_id: "new failure", CELLS[4].case_id: "unexpected pass",
+                     CELLS[6].case_id: "fixed"}
+    for row in rows:
+        target = row.xpath("td[2]/a/@href")[0].lstrip("#")
+        assert page.get_element_by_id(target) is not None
+    unexpected_pass = next(r for r in rows if r.xpath("td[1]")[0].text_content() ==
+                           "unexpected pass")
+    assert unexpected_pass.xpath("td[5]/a/@href") == [STALE_BUG_URL]
+
+
+def test_the_grid_shows_every_case_over_the_runs(page):
+    grid = page.get_element_by_id("grid")
+    assert [th.text_content() for th in grid.xpath(".//thead//th[@class='run']")] == [
+        "#1", "#2", "#3", "#4", "#5", "#6"]
+    rows = grid.xpath(".//tbody/tr")
+    assert len(rows) == len(CELLS) + 1  # and the unrelated suite's case
+    new_failure = next(r for r in rows if r.xpath("td[1]")[0].text_content() == CELLS[2].case_id)
+    cells = new_failure.xpath("td[@title]")
+    assert [c.get("class") for c in cells] == ["v o-pass"] * 4 + ["v", "v o-unexpected"]
+    assert new_failure.get("data-backend") == "wgpu"
+    assert new_failure.get("data-bundle") == "none"
+    assert new_failure.get("data-verdict") == CM
+
+
+def test_the_page_has_flaky_error_and_speedup_sections(page):
+    flaky = page.get_element_by_id("flaky").xpath(".//tbody/tr")
+    assert [r.xpath("td[1]")[0].text_content() for r in flaky] == [CELLS[7].case_id]
+    errors = page.get_element_by_id("errors").xpath(".//tbody/tr")
+    assert errors[0].xpath("td[1]")[0].text_content() == CELLS[2].case_id
+    assert errors[0].xpath(".//svg//circle[@class='over']")
+    speedup = page.get_element_by_id("speedup")
+    assert len(speedup.xpath(".//svg[@class='chart']//polyline")) == 3
+    rows = {r.xpath("td[1]")[0].text_content(): r.xpath("td[4]")[0].text_content()
+            for r in speedup.xpath(".//tbody/tr")}
+    assert rows["wgpu"] == f"{EAGER_MS / capture_ms('wgpu', 4):.2f}x"
+
+
+def test_each_failure_has_details_and_a_valid_yaml_case(page, reports):
+    _, written = reports
+    blocks = page.get_element_by_id("failures").xpath(".//details")
+    shown = [b.xpath("summary/span[@class='case']")[0].text_content() for b in blocks]
+    # unexpected first (7, 2 by id), then the unexpected pass (4), then the known bug (9)
+    assert shown == [CELLS[7].case_id, CELLS[2].case_id, CELLS[4].case_id, CELLS[9].case_id]
+    assert [b.get("open") is not None for b in blocks] == [True, True, True, False]
+    first = blocks[1]
+    assert "LayerNormalization" in first.text_content() and "ln<0>" in first.text_content()
+    assert "capture only" in first.text_content()
+    snippet = first.xpath(".//pre[@class='yaml']")[0].text_content()
+    assert snippet == case_snippet(latest(written, 2))
+    validate_snippet(snippet, CELLS[2].case_id)
+
+
+def test_an_empty_history_gives_a_page_saying_so(tmp_path):
+    written = build_reports(tmp_path)
+    assert [p.name for p in written] == ["index.html", "junit.xml", "summary.md"]
+    assert "No runs yet" in (tmp_path / "index.html").read_text()
+    assert "No runs yet" in (tmp_path / "summary.md").read_text()
+    assert not (tmp_path / "history.sqlite").exists()
+    etree.XMLSchema(etree.parse(str(JUNIT_XSD))).assertValid(
+        etree.parse(str(tmp_path / "junit.xml")))
+
+
+# --- the YAML case ------------------------------------------------------------------------
+
+
+def validate_snippet(snippet: str, case_id: str) -> dict[str, Any]:
+    parsed = yaml.safe_load(snippet)
+    assert list(parsed) == ["cases"]  # nothing leaked out of the comments
+    schema = {**SUITE_SCHEMA["properties"]["cases"], "$defs": SUITE_SCHEMA["$defs"]}
+    jsonschema.validate(parsed["cases"], schema)
+    (entry,) = parsed["cases"]
+    assert fnmatch.fnmatchcase(case_id, entry["match"]["id"])
+    return entry
+
+
+def test_the_yaml_case_expects_what_was_seen(reports):
+    _, written = reports
+    entry = validate_snippet(case_snippet(latest(written, 2)), CELLS[2].case_id)
+    assert entry == {"match": {"id": CELLS[2].case_id}, "bug": BUG_PLACEHOLDER,
+                     "expect": [CM], "reason": EVIL_MESSAGE}
+    known = validate_snippet(case_snippet(latest(written, 9)), CELLS[9].case_id)
+    assert known["bug"] == CELLS[9].bug and known["expect"] == [SL]
+
+
+def test_the_yaml_case_matches_only_its_case_when_the_id_has_glob_characters(reports):
+    _, written = reports
+    record = {**latest(written, 2), "case_id": "enc*[x]?/static/layout=a/wgpu/capture",
+              "message": "line one\nbugs: [injected]\u2028also: injected"}
+    entry = validate_snippet(case_snippet(record), record["case_id"])
+    assert not fnmatch.fnmatchcase("encXYZ[x]!/static/layout=a/wgpu/capture",
+                                   entry["match"]["id"])
+    assert entry["reason"] == record["message"]
+
+
+def new_case_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="regress")
+    add_new_case_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["new-case", *argv])
+
+
+def test_new_case_prints_the_snippet_for_a_result_id_prefix(reports, capsys):
+    out, written = reports
+    record = latest(written, 7)
+    assert cmd_new_case(new_case_args(record["result_id"][:8], "--out", str(out))) == 0
+    assert capsys.readouterr().out == case_snippet(record)
+
+
+def test_new_case_says_what_is_wrong(reports, tmp_path):
+    out, _ = reports
+    with pytest.raises(InvalidInput, match="no result 'ffffffff'"):
+        cmd_new_case(new_case_args("ffffffff", "--out", str(out)))
+    with pytest.raises(InvalidInput, match="4 hex digits"):
+        cmd_new_case(new_case_args("%", "--out", str(out)))
+    with pytest.raises(InvalidInput, match="no history yet"):
+        cmd_new_case(new_case_args("abcd1234", "--out", str(tmp_path)))
+
+
+# --- JUnit and the summary ----------------------------------------------------------------
+
+
+def test_the_schema_accepts_pytests_own_xunit2_output(tmp_path):
+    """The XSD is the one pytest's xunit2 output follows: pytest's own report validates."""
+    (tmp_path / "test_sample.py").write_text(
+        "import pytest\n"
+        "def test_ok(): pass\n"
+        "def test_bad(): assert 0\n"
+        "@pytest.mark.skip(reason='no')\n"
+        "def test_skip(): pass\n"
+        "@pytest.mark.xfail(reason='bug')\n"
+        "def test_xfail(): assert 0\n"
+    )
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                    "-o", "junit_family=xunit2", "--junitxml", "out.xml", "test_sample.py"],
+                   cwd=tmp_path, capture_output=True, check=False)
+    schema = etree.XMLSchema(etree.parse(str(JUNIT_XSD)))
+    schema.assertValid(etree.parse(str(tmp_path / "out.xml")))
+    with_properties = etree.fromstring(
+        b'<testsuites><testsuite name="s" tests="1" failures="0" errors="0"><testcase name="t">'
+        b'<properties><property name="a" value="b"/></properties></testcase></testsuite>'
+        b"</testsuites>")
+    assert not schema.validate(with_properties)  # why properties sit on a testsuite
+
+
+def test_junit_xml_follows_xunit2_and_describes_the_latest_run(reports):
+    out, written = reports
+    document = etree.parse(str(out / "junit.xml"))
+    etree.XMLSchema(etree.parse(str(JUNIT_XSD))).assertValid(document)
+    root = document.getroot()
+    assert root.get("name") == "regress R5 (incomplete)"
+    assert (root.get("tests"), root.get("failures")) == ("9", "3")
+    cases = {case.get("name"): case for case in root.iter("testcase")}
+    assert set(cases) == {r["case_id"] for r in written["R5"]}
+
+    def properties(number: int) -> dict[str, str]:
+        suite = cases[CELLS[number].case_id].getparent()
+        return {p.get("name"): p.get("value") for p in suite.iter("property")}
+
+    assert {k: properties(2)[k] for k in ("backend", "layout", "capture", "verdict")} == {
+        "backend": "wgpu", "layout": "eps,heads", "capture": "capture", "verdict": CM}
+    assert float(properties(2)["max_abs_error"]) == pytest.approx(1.5)
+    failure = cases[CELLS[2].case_id].find("failure")
+    assert failure.get("type") == CM and EVIL_MESSAGE in failure.get("message")
+    assert cases[CELLS[4].case_id].find("failure").get("type") == "unexpected-pass"
+    known = cases[CELLS[9].case_id].find("skipped")
+    assert known.get("type") == "pytest.xfail" and CELLS[9].bug in known.get("message")
+    assert cases[CELLS[10].case_id].find("skipped").get("type") == "pytest.skip"
+    assert list(cases[CELLS[1].case_id]) == []  # passed
+
+
+def test_the_summary_names_the_changes_and_escapes_markup(reports):
+    out, _ = reports
+    summary = (out / "summary.md").read_text()
+    assert summary.startswith("## Regression run R5: incomplete")
+    assert "**9 results**: 2 unexpected, 1 unexpected pass, 1 skipped." in summary
+    assert "| new failure | encoder/batch=1,sequence=8/layout=eps,heads/wgpu/capture |" in summary
+    assert f"[microsoft/onnxruntime\\#29594]({STALE_BUG_URL})" in summary
+    assert not re.search(r"(?<!\\)<", summary)  # every < escaped
+    assert "\\<img src=x onerror=alert(1)\\>" in summary and "enc\\<i\\>" in summary
+    assert "](javascript" not in summary
+
+
+def test_a_latest_run_that_recorded_nothing_still_heads_the_report(tmp_path):
+    write_history(tmp_path / "history.sqlite")
+    store = SqliteHistory(tmp_path / "history.sqlite")
+    try:
+        store.end_run({**run_record("R6", "2025-01-07T10:00:00+00:00", "environment-unusable",
+                                    10, SUITE), "message": "no WebGPU adapter <here>"})
+    finally:
+        store.close()
+    build_reports(tmp_path)
+    page = lxml_html.fromstring((tmp_path / "index.html").read_bytes())
+    latest_text = " ".join(page.get_element_by_id("latest").text_content().split())
+    assert "Run status: environment-unusable — no WebGPU adapter <here>. 0 of 10" in latest_text
+    assert "No results recorded in this run." in latest_text
+    assert "No earlier run shares a case" in page.get_element_by_id("changes").text_content()
+    assert len(page.get_element_by_id("grid").xpath(".//tbody/tr")) == len(CELLS) + 1
+    junit = etree.parse(str(tmp_path / "junit.xml"))
+    etree.XMLSchema(etree.parse(str(JUNIT_XSD))).assertValid(junit)
+    assert junit.getroot().get("tests") == "0"
+    assert "no WebGPU adapter \\<here\\>" in (tmp_path / "summary.md").read_text()
+
+
+# --- from a real run ----------------------------------------------------------------------
+
+REAL_SUITE = """
+name: report-e2e
+models:
+  enc: {builtin: encoder, layers: 1, hidden: 16, heads: 2, ffn: 32}
+shapes:
+  - {batch: 1, sequence: 8}
+layouts:
+  - [eps, heads]
+backends: [reference]
+"""
+
+EXPECT_A_BUG = """
+cases:
+  - match: {capture: capture}
+    bug: microsoft/onnxruntime#29594
+    expect: [stale-layout]
+    reason: pretend the reference backend had the bug
+"""
+
+
+def test_a_report_from_real_runs_of_the_reference_backend(write_suite, tmp_path):
+    """Two real runs: all pass, then the suite claims a bug the CPU cannot have."""
+    from runner.backends.base import BackendOptions
+    from runner.matrix import expand_matrix
+    from runner.pipeline import execute
+    from runner.suite import load_suites
+
+    out = tmp_path / "reports"
+    for text in (REAL_SUITE, REAL_SUITE + EXPECT_A_BUG):
+        if out.exists():
+            time.sleep(1.05)  # run start times have whole seconds: keep the runs in order
+        cases = expand_matrix(load_suites([write_suite(text)]))
+        execute(cases, out, BackendOptions(runs=2))
+    build_reports(out)
+    history = load_history(out / "history.sqlite")
+    first, second = history.runs["run_id"]
+    capture_id = "enc/batch=1,sequence=8/layout=eps,heads/reference/capture"
+    changed = analysis.changes(history, second, first)
+    assert dict(zip(changed["case_id"], changed["change"], strict=True)) == {
+        capture_id: "unexpected pass"}
+    speedup = analysis.speedups(history.results)
+    assert len(speedup) == 2 and (speedup["speedup"] > 0).all()
+    page = lxml_html.fromstring((out / "index.html").read_bytes())
+    (block,) = page.get_element_by_id("failures").xpath(".//details")
+    snippet = block.xpath(".//pre[@class='yaml']")[0].text_content()
+    entry = validate_snippet(snippet, capture_id)
+    assert entry["expect"] == ["pass"] and entry["bug"] == STALE_BUG
+    junit = etree.parse(str(out / "junit.xml"))
+    etree.XMLSchema(etree.parse(str(JUNIT_XSD))).assertValid(junit)
+    assert [f.get("type") for f in junit.iter("failure")] == ["unexpected-pass"]
