@@ -194,13 +194,13 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
 def _print_summary(summary, out: Path) -> None:
     console.print(f"run {summary.run_id}: {len(summary.results)} case(s), {summary.status}")
     table = Table()
-    table.add_column("backend")
-    counts = Counter((r.backend, r.verdict) for r in summary.results)
-    verdicts = sorted({v for _, v in counts})
-    for verdict in verdicts:
-        table.add_column(verdict, justify="right")
-    for backend in sorted({b for b, _ in counts}):
-        table.add_row(backend, *(str(counts.get((backend, v), "")) for v in verdicts))
+    table.add_column("verdict")
+    counts = Counter((r.verdict, r.backend) for r in summary.results)
+    backends = sorted({b for _, b in counts})
+    for backend in backends:
+        table.add_column(backend, justify="right")
+    for verdict in sorted({v for v, _ in counts}):
+        table.add_row(verdict, *(str(counts.get((verdict, b), "")) for b in backends))
     console.print(table)
     for result in summary.results:
         if result.outcome in ("unexpected", "unexpected-pass"):

@@ -4,7 +4,8 @@ Modules, in the order data flows:
   prepare.py   pin shapes, fold constants on the host, plan kernels (ops.py: op semantics)
   kernels/     WGSL per op family; uniforms.py: the layout-ordered uniform struct and packing
   device.py    the adapter, device, and the caches that outlive a case
-  executor.py  eager and capture runs (capture: record once, replay; the fault switch)
+  executor.py  eager and capture runs (capture: record once, replay)
+  faults.py    the injectable faults (FAULTS) and what each changes
   trace.py     the binding trace
   backend.py   WgpuBackend, the runner.backends.base.Backend for "wgpu"
 """

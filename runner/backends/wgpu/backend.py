@@ -2,7 +2,7 @@
 
 One device per adapter preference, opened once and kept for the backend's life, with its
 sessions (prepared models), pipelines, bind groups and captures; see ``executor`` for how
-eager and capture runs differ and what the fault switch changes.
+eager and capture runs differ, and ``faults`` for the bugs a case can inject.
 """
 
 from __future__ import annotations
@@ -21,14 +21,13 @@ import wgpu.backends.wgpu_native
 from runner.backends.base import BackendOptions, BackendRun, Timings, Trace, case_timeout
 from runner.backends.wgpu.device import Device, adapter_environment, digest
 from runner.backends.wgpu.executor import Session
+from runner.backends.wgpu.faults import CAPTURE_FALLS_BACK_TO_EAGER, FAULTS, Faults
 from runner.backends.wgpu.prepare import prepare
 from runner.backends.wgpu.tensors import UnsupportedOp
 from runner.backends.wgpu.trace import case_trace, logged_errors
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
 from runner.workload import Workload
-
-SHAPE_ONLY_CAPTURE_CACHE = "shape-only-capture-cache"
 
 
 def _quiet_vulkan() -> None:
@@ -41,11 +40,7 @@ def _quiet_vulkan() -> None:
 
 class WgpuBackend:
     name = "wgpu"
-    FAULTS = {
-        SHAPE_ONLY_CAPTURE_CACHE: "key the capture cache by input/output shapes alone, so a "
-        "layout change with the same shapes replays the earlier layout's bind groups and "
-        "uniforms (the seed bug: silently the earlier layout's result)",
-    }
+    FAULTS = FAULTS
 
     def __init__(self, options: BackendOptions):
         _quiet_vulkan()
@@ -63,7 +58,7 @@ class WgpuBackend:
             "wgpu": wgpu.__version__,
             "wgpu_native": wgpu.backends.wgpu_native.__version__,
             "adapter": adapter_environment(self._device(self.options.adapter).adapter),
-            "faults": sorted(set(self.options.inject) & set(self.FAULTS)),
+            "faults": sorted(Faults.of(self.options.inject).names),
         }
 
     def run(self, case: Case, workload: Workload) -> BackendRun:
@@ -84,19 +79,18 @@ class WgpuBackend:
             device.device.destroy()
         self._devices.clear()
 
-    def _session(self, device: Device, workload: Workload) -> tuple[Session, bool]:
+    def _session(
+        self, device: Device, workload: Workload, faults: Faults
+    ) -> tuple[Session, bool]:
         shapes = sorted((k, v.shape, str(v.dtype)) for k, v in workload.inputs.items())
         model = hashlib.sha256(workload.model).hexdigest()
         pinned = sorted(workload.shape.items())
-        key = digest(model, shapes, pinned, workload.uniform_order, workload.output_names)
+        order, outputs = workload.uniform_order, workload.output_names
+        key = digest(model, shapes, pinned, order, outputs, faults.in_kernels)
         if key in device.sessions:
             return device.sessions[key], False
         plan = prepare(
-            workload.model,
-            workload.inputs,
-            workload.uniform_order,
-            workload.output_names,
-            workload.shape,
+            workload.model, workload.inputs, order, outputs, workload.shape, faults.kernel
         )
         session = Session(device, plan, len(device.sessions) + 1)
         device.sessions[key] = session
@@ -106,18 +100,19 @@ class WgpuBackend:
         device = self._device(self.options.adapter or case.backend.adapter)
         start = device.counters.snapshot()
         began = time.perf_counter()
-        session, created = self._session(device, workload)
+        faults = Faults.of(case.inject, self.options.inject)  # the pipeline merges them too
+        session, created = self._session(device, workload, faults)
         session_ms = (time.perf_counter() - began) * 1e3
         deadline = began + case_timeout(case, self.options)
+        use_capture = case.capture and CAPTURE_FALLS_BACK_TO_EAGER not in faults
         capture, recorded, after_first = None, False, start
         runs, times = [], []
         for index in range(max(1, self.options.runs)):
             began_run = time.perf_counter()
-            if case.capture:
+            if use_capture:
                 if capture is None:
-                    faults = case.inject | self.options.inject  # the pipeline merges them too
-                    capture, recorded = session.capture(SHAPE_ONLY_CAPTURE_CACHE in faults)
-                outputs, dispatches = session.replay(capture, workload.inputs), capture.dispatches
+                    capture, recorded = session.capture(faults)
+                outputs, dispatches = session.replay(capture, workload.inputs, index)
             else:
                 outputs, dispatches = session.run_eager(workload.inputs)
             times.append((time.perf_counter() - began_run) * 1e3)
@@ -141,6 +136,8 @@ class WgpuBackend:
         }
         if capture is not None:
             details["capture"] = {"key": capture.key, "recorded": recorded}
+        if faults.names:
+            details["faults"] = sorted(faults.names)
         return BackendRun(
             status="timeout" if timed_out else "ok",
             runs=tuple(runs),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +22,7 @@ import onnx
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from runner.backends.wgpu.kernels import Program, compose, workgroups
+from runner.backends.wgpu.kernels import Kernel, Program, compose, workgroups
 from runner.backends.wgpu.ops import Node, OpPlan, plan_node
 from runner.backends.wgpu.tensors import Tensor, host_tensor
 
@@ -65,17 +65,25 @@ def prepare(
     uniform_order: Sequence[str] = (),
     outputs: Sequence[str] = (),
     dims: Mapping[str, int] | None = None,
+    edit: Callable[[Kernel], Kernel] | None = None,
 ) -> Plan:
     """Plan ``model`` for ``inputs``' shapes (symbolic ``dims`` pinned to the case's values);
-    raises UnsupportedOp for an op without a kernel."""
+    raises UnsupportedOp for an op without a kernel. ``edit``: an injected fault's change to
+    each kernel before it is composed (``faults.Faults.kernel``)."""
     proto = onnx.load_from_string(model)
-    return _Planner(proto, inputs, tuple(uniform_order), tuple(outputs), dims or {}).plan()
+    order, outputs = tuple(uniform_order), tuple(outputs)
+    return _Planner(proto, inputs, order, outputs, dims or {}, edit or _unedited).plan()
+
+
+def _unedited(kernel: Kernel) -> Kernel:
+    return kernel
 
 
 class _Planner:
-    def __init__(self, proto, inputs, order, outputs, dims):
+    def __init__(self, proto, inputs, order, outputs, dims, edit):
         self.proto = proto
         self.order = order
+        self.edit = edit
         graph = proto.graph
         opsets = {o.domain: o.version for o in proto.opset_import}
         self.opset = opsets.get("", opsets.get("ai.onnx", 1))
@@ -143,7 +151,7 @@ class _Planner:
                     derived = f"{view.name}:const{k}.{j}"
                     self.known[derived] = host_tensor(operand)
                     operands.append(self._buffer(derived))
-            program = compose(launch.kernel, self.order)
+            program = compose(self.edit(launch.kernel), self.order)
             step = Step(view.name, program, tuple(operands), out, launch.values, launch.invocations)
             self.producer[out] = len(self.steps)
             self.steps.append(step)

@@ -39,6 +39,7 @@ class Program:
     source: str
     layout: StructLayout
     inputs: int
+    kernel: Kernel  # what it was composed from (a fault's edit recomposes it)
 
 
 def compose(kernel: Kernel, order: Sequence[str]) -> Program:
@@ -65,7 +66,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>,
 """
     )
     digest = hashlib.sha1(source.encode()).hexdigest()[:10]
-    return Program(f"{kernel.name}#{digest}", source, layout, n)
+    return Program(f"{kernel.name}#{digest}", source, layout, n, kernel)
 
 
 def workgroups(invocations: int) -> tuple[int, int, int]:

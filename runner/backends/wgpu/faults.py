@@ -1,0 +1,116 @@
+"""Injectable faults: bugs a WebGPU execution provider could really have, each off unless a case
+names it (a suite's ``inject:``, or ``--inject`` for the whole run), each there to show that
+one of the judge's detectors fires.
+
+Declared once, here: ``FAULTS`` (name -> what it does; ``regress doctor`` lists them), the
+kernel edits they make, and ``Faults``, the set active for one case, which the backend and the
+executor ask. A fault never leaks into a clean case: a kernel fault compiles other programs in
+a session of its own, and a capture fault records under a capture key of its own that no clean
+case looks up (nor the shape-only cache).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from runner.backends.wgpu.kernels import Kernel
+
+SHAPE_ONLY_CAPTURE_CACHE = "shape-only-capture-cache"
+ROW_MEAN_SKIPS_FIRST = "row-mean-skips-first"
+CAPTURE_FALLS_BACK_TO_EAGER = "capture-falls-back-to-eager"
+RACY_REPLAY = "racy-replay"
+STALE_INPUT_BINDING = "stale-input-binding"
+
+FAULTS: dict[str, str] = {
+    SHAPE_ONLY_CAPTURE_CACHE: "key the capture cache by input/output shapes alone, so a "
+    "layout change with the same shapes replays the earlier layout's bind groups and "
+    "uniforms (the seed bug: silently the earlier layout's result; stale-layout)",
+    ROW_MEAN_SKIPS_FIRST: "the row-mean loop of LayerNormalization and ReduceMean starts at "
+    "column 1, as Softmax's max loop does, so every mean misses its row's first element: "
+    "eager and capture alike differ from onnxruntime (reference-mismatch)",
+    CAPTURE_FALLS_BACK_TO_EAGER: "a capture case silently runs eager: every run, replays "
+    "included, creates its bind groups and writes its uniforms anew; outputs stay right "
+    "(capture-not-engaged)",
+    RACY_REPLAY: "replays alternate between two recorded command lists whose MatMul sums run "
+    "in opposite orders, as split-K partial sums added in whichever order workgroups finish "
+    "would: replays disagree in the last bits (nondeterministic)",
+    STALE_INPUT_BINDING: "the capture binds input buffers of its own while replays upload the "
+    "inputs into the session's, so every replay reads inputs never written (zeros): wrong "
+    "and deterministic, on the capture path only (capture-mismatch; cf. onnxruntime#28325)",
+}
+
+
+@dataclass(frozen=True)
+class KernelEdit:
+    """A one-line change to the WGSL of some kernels: ``before`` becomes ``after``.
+
+    The edited kernel gets another name, so its programs and pipelines have keys of their own.
+    """
+
+    fault: str
+    kernels: tuple[str, ...]  # kernel name prefixes it applies to
+    before: str
+    after: str
+
+    def __call__(self, kernel: Kernel) -> Kernel:
+        if not kernel.name.startswith(self.kernels):
+            return kernel
+        if self.before not in kernel.body:  # the kernel changed under the fault: say so
+            raise ValueError(f"fault {self.fault}: kernel {kernel.name} has no {self.before!r}")
+        body = kernel.body.replace(self.before, self.after)
+        return dataclasses.replace(kernel, name=f"{kernel.name}!{self.fault}", body=body)
+
+
+SKIP_FIRST_IN_MEAN = KernelEdit(
+    ROW_MEAN_SKIPS_FIRST,
+    ("LayerNorm[", "ReduceMean"),
+    "for (var j = 0u; j < params.cols; j++) { total += ",
+    "for (var j = 1u; j < params.cols; j++) { total += ",
+)
+# The other summation order racy replays alternate with (not a fault on its own).
+REVERSED_SUM = KernelEdit(
+    RACY_REPLAY,
+    ("MatMul[",),
+    "for (var k = 0; k < g.x; k++) {",
+    "for (var k = g.x - 1; k >= 0; k--) {",
+)
+# Faults that change the kernels a session compiles, in both modes.
+KERNEL_EDITS = {ROW_MEAN_SKIPS_FIRST: SKIP_FIRST_IN_MEAN}
+
+
+@dataclass(frozen=True)
+class Faults:
+    """The faults of this backend active for one case."""
+
+    names: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, *injected: Iterable[str]) -> Faults:
+        """Ours among the case's and the run's faults (other backends' are ignored)."""
+        return cls(frozenset().union(*injected) & FAULTS.keys())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.names
+
+    @property
+    def in_kernels(self) -> tuple[str, ...]:
+        """Those that change the compiled kernels: part of the session key."""
+        return tuple(sorted(self.names & KERNEL_EDITS.keys()))
+
+    @property
+    def in_recording(self) -> tuple[str, ...]:
+        """Those that change what a capture records: part of the capture key."""
+        return tuple(sorted(self.names & {RACY_REPLAY, STALE_INPUT_BINDING}))
+
+    @property
+    def shares_captures_by_shape(self) -> bool:
+        """Whether a capture this case records may be found by shape: only a clean one."""
+        return self.names <= {SHAPE_ONLY_CAPTURE_CACHE}
+
+    def kernel(self, kernel: Kernel) -> Kernel:
+        """``kernel`` as the active kernel faults compile it (itself without one)."""
+        for name in self.in_kernels:
+            kernel = KERNEL_EDITS[name](kernel)
+        return kernel
