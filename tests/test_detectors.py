@@ -3,6 +3,7 @@ on a clean run, names the stale layout and localizes the divergent node."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from runner.backends.base import BackendOptions
 from runner.matrix import expand_matrix
 from runner.pipeline import execute
 from runner.suite import load_suite
+from runner.suite.spec import Expectation
 
 pytestmark = pytest.mark.gpu
 
@@ -76,3 +78,30 @@ def test_run_wide_inject_poisons_every_layout_change(write_suite, tmp_path):
     run = json.loads(run_json.read_text())
     assert run["options"]["inject"] == ["shape-only-capture-cache"]
     assert run["environment"]["backends"]["wgpu"]["adapter"]["name"]
+
+
+CANARIES = Path(__file__).resolve().parents[1] / "suites" / "canaries.yaml"
+
+
+def test_canary_suite_sees_every_injected_fault(tmp_path):
+    cases = expand_matrix([load_suite(CANARIES)])
+    summary = execute(cases, tmp_path, BackendOptions(runs=3))
+    injected = [r for r in summary.results if r.injected]
+    assert {fault for r in injected for fault in r.injected} == {
+        "shape-only-capture-cache", "row-mean-skips-first", "capture-falls-back-to-eager",
+        "racy-replay", "stale-input-binding",
+    }
+    assert all(r.outcome == "expected" and r.verdict != "pass" for r in injected)
+    assert all(r.verdict == "pass" for r in summary.results if not r.injected)
+    assert summary.exit_code == 0
+
+
+def test_canary_models_without_faults_pass_20_times(tmp_path):
+    clean = [
+        dataclasses.replace(case, inject=frozenset(), expectation=Expectation())
+        for case in expand_matrix([load_suite(CANARIES)])
+    ]
+    summary = execute(clean * 20, tmp_path, BackendOptions(runs=3))
+    assert len(summary.results) == 20 * len(clean)
+    false_positives = [r.case_id for r in summary.results if r.verdict != "pass"]
+    assert false_positives == []
