@@ -1,0 +1,231 @@
+"""The ort-web backend: onnxruntime-web's WebGPU builds in headless Chromium.
+
+One browser per run, launched on the first case, with the WebGPU tracer as an init script; one
+page per bundle (jsep, webgpu, jspi), reused across cases; one local HTTP server for the pages,
+ORT's dist files and each case's model and inputs. ``close()`` stops all of it.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnx
+
+from runner.backends.base import BackendOptions, BackendRun, Timings, case_timeout
+from runner.backends.ortweb import browser
+from runner.backends.ortweb.package import BUNDLE_MODULES, DEFAULT_BUNDLE, find_ort_web
+from runner.backends.ortweb.server import AssetServer
+from runner.backends.ortweb.trace import build_trace, call_counts
+from runner.errors import EnvironmentUnusable
+from runner.matrix import Case, mode_name
+from runner.workload import Workload
+
+if TYPE_CHECKING:  # page.py imports playwright: at run time only once _start() found it
+    from runner.backends.ortweb.page import BundlePage
+
+ASSETS = Path(__file__).parent / "assets"
+
+# Tensor types passed to and from the page; numpy and onnxruntime-web spell them alike.
+TENSOR_TYPES = (
+    "float32", "float16", "float64", "int64", "uint64", "int32", "uint32", "int16", "uint16",
+    "int8", "uint8", "bool",
+)  # fmt: skip
+
+
+class OrtWebBackend:
+    name = "ort-web"
+    FAULTS: Mapping[str, str] = {}
+
+    def __init__(self, options: BackendOptions):
+        """Checks what can be checked without a browser: Chromium and onnxruntime-web exist."""
+        self.options = options
+        self.chromium = browser.find_chromium(options.chromium)
+        self.package = find_ort_web()
+        self._playwright = None
+        self._browser = None
+        self._context = None
+        self._server: AssetServer | None = None
+        self._pages: dict[str, BundlePage] = {}
+        self.adapter: dict[str, Any] = {}
+        self.launch_ms: float | None = None
+
+    def environment(self) -> dict[str, Any]:
+        self._start()
+        return {
+            "ort_web_version": self.package.version,
+            "ort_web_pinned": self.package.pinned,
+            "bundles": dict(BUNDLE_MODULES),
+            "chromium": self._browser.version,
+            "chromium_path": str(self.chromium.path),
+            "chromium_found_by": self.chromium.found_by,
+            "chromium_flags": list(browser.chromium_flags()),
+            "adapter": self.adapter,
+            "browser_launch_ms": self.launch_ms,
+        }
+
+    def run(self, case: Case, workload: Workload) -> BackendRun:
+        self._start()
+        from runner.backends.ortweb.page import CaseTimedOut, PageBroken
+
+        bundle = case.backend.bundle or DEFAULT_BUNDLE
+        details = {"bundle": bundle, "ort_web_version": self.package.version}
+        if bundle not in BUNDLE_MODULES:
+            message = f"unknown ort-web bundle {bundle!r}; expected one of {sorted(BUNDLE_MODULES)}"
+            return BackendRun(status="error", message=message, details=details)
+        unsupported = sorted(
+            f"{name} ({array.dtype})"
+            for name, array in workload.inputs.items()
+            if array.dtype.name not in TENSOR_TYPES
+        )
+        if unsupported:
+            message = f"inputs of types onnxruntime-web cannot take: {', '.join(unsupported)}"
+            return BackendRun(status="error", message=message, details=details)
+        if "shader-f16" not in self.adapter["features"] and _uses_float16(workload):
+            message = "float16 model or inputs, and the WebGPU adapter lacks shader-f16"
+            return BackendRun(status="skipped", message=message, details=details)
+        page = self._page(bundle)
+        spec, registered = self._case_spec(case, workload)
+        try:
+            result = page.run(spec, case_timeout(case, self.options), sequence=case.sequence)
+        except CaseTimedOut as timeout:
+            return BackendRun(status="timeout", message=str(timeout), details=details)
+        except PageBroken as broken:
+            return BackendRun(status="error", message=str(broken), details=details)
+        finally:
+            for path in registered:
+                self._server.unregister(path)
+        return _backend_run(result, workload, details)
+
+    def close(self) -> None:
+        """Stop pages, browser, Playwright and server; safe to call more than once."""
+        try:
+            for page in self._pages.values():
+                page.close()
+            if self._browser is not None:
+                self._browser.close()
+        finally:
+            self._pages.clear()
+            self._browser = self._context = None
+            if self._playwright is not None:
+                self._playwright = None
+                browser.release_playwright()
+            if self._server is not None:
+                self._server.close()
+                self._server = None
+
+    def page_loads(self) -> dict[str, int]:
+        """How often each bundle's page was (re)opened: one each unless a case broke a page."""
+        return {bundle: page.loads for bundle, page in self._pages.items()}
+
+    def _start(self) -> None:
+        """Launch the browser, start the server and look at the adapter, once per run."""
+        if self._browser is not None:
+            return
+        started = time.perf_counter()
+        try:
+            self._playwright = browser.acquire_playwright()
+            self._browser = browser.launch(self._playwright, self.chromium)
+            self._context = self._browser.new_context()
+            self._context.add_init_script(path=str(ASSETS / "tracer.js"))
+            files = {f"/{name}": ASSETS / name for name in ("harness.html", "harness.js")}
+            files.update({f"/ort/{n}": f for n, f in self.package.dist_files().items()})
+            self._server = AssetServer(files)
+            self.launch_ms = (time.perf_counter() - started) * 1000
+            self.adapter = self._probe_adapter()
+        except BaseException:
+            self.close()
+            raise
+
+    def _probe_adapter(self) -> dict[str, Any]:
+        page = self._context.new_page()
+        try:
+            page.goto(self._server.url("/harness.html"))
+            page.wait_for_function("() => window.harness !== undefined")
+            adapter = page.evaluate("() => harness.adapterInfo()")
+        finally:
+            page.close()
+        if not adapter:
+            raise EnvironmentUnusable(
+                f"Chromium ({self.chromium.path}) offers no WebGPU adapter with flags "
+                f"{' '.join(browser.chromium_flags())}; without a GPU, Chromium's SwiftShader "
+                "must be installed with it (Debian's chromium package ships it)"
+            )
+        return adapter
+
+    def _page(self, bundle: str) -> BundlePage:
+        from runner.backends.ortweb.page import BundlePage
+
+        if bundle not in self._pages:
+            self._pages[bundle] = BundlePage(self._context, self._server, BUNDLE_MODULES[bundle])
+        return self._pages[bundle]
+
+    def _case_spec(self, case: Case, workload: Workload) -> tuple[dict[str, Any], list[str]]:
+        """What harness.js needs for a case, and the server paths registered for it."""
+        model = self._server.register(workload.model)
+        inputs = []
+        for name, array in workload.inputs.items():
+            array = np.ascontiguousarray(array)
+            url = self._server.register(array.tobytes())
+            inputs.append({"name": name, "url": url, "type": array.dtype.name, "dims": array.shape})
+        spec = {
+            "key": workload.key,
+            "mode": mode_name(case.capture),
+            "model": model,
+            "inputs": inputs,
+            "outputNames": list(workload.output_names),
+            "freeDimensionOverrides": dict(workload.shape),
+            "runs": max(1, self.options.runs),
+            "reuseSession": case.revisit,
+        }
+        return spec, [model, *(i["url"] for i in inputs)]
+
+
+def _backend_run(result: Mapping[str, Any], workload: Workload, details: dict) -> BackendRun:
+    trace = build_trace(result)
+    details = {**details, "warnings": list(dict.fromkeys(result.get("warnings", ())))}
+    if result["status"] != "ok":
+        return BackendRun(
+            status=result["status"], message=result["message"], trace=trace, details=details
+        )
+    types = {output["type"] for outputs in result["runs"] for output in outputs.values()}
+    if not types <= set(TENSOR_TYPES):
+        message = f"outputs of types this backend cannot read: {sorted(types - set(TENSOR_TYPES))}"
+        return BackendRun(status="error", message=message, trace=trace, details=details)
+    runs = tuple(
+        {name: _array(outputs[name]) for name in workload.output_names}
+        for outputs in result["runs"]
+    )
+    timings = result["timings"]
+    return BackendRun(
+        status="ok",
+        runs=runs,
+        timings=Timings(
+            session_ms=timings["sessionMs"],
+            first_run_ms=timings["firstRunMs"],
+            median_run_ms=timings["medianRunMs"],
+            runs=len(runs),
+        ),
+        trace=trace,
+        details={**details, **call_counts(result), "reused_session": result["reusedSession"]},
+    )
+
+
+def _array(output: Mapping[str, Any]) -> np.ndarray:
+    data = base64.b64decode(output["data"])
+    return np.frombuffer(data, dtype=np.dtype(output["type"])).reshape(output["dims"])
+
+
+def _uses_float16(workload: Workload) -> bool:
+    """Whether the case needs shader-f16: float16 inputs, graph inputs/outputs or weights."""
+    if any(array.dtype == np.float16 for array in workload.inputs.values()):
+        return True
+    graph = onnx.load_from_string(workload.model).graph
+    float16 = onnx.TensorProto.FLOAT16
+    return any(
+        value.type.tensor_type.elem_type == float16 for value in (*graph.input, *graph.output)
+    ) or any(initializer.data_type == float16 for initializer in graph.initializer)

@@ -1,0 +1,125 @@
+"""One browser page per onnxruntime-web bundle, reused across cases.
+
+A page is (re)opened only when it must be: first use, after a crash, a lost WebGPU device or a
+case that timed out. Each open costs a page load and the bundle's wasm compile; the per-case
+path sends one call to start the case and waits for its result.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any
+
+from playwright.sync_api import BrowserContext, Error, Page
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from runner.backends.ortweb import browser
+from runner.backends.ortweb.server import AssetServer
+
+LOAD_TIMEOUT_S = 120.0  # page load plus importing the bundle and compiling its wasm
+KILL_GRACE_S = 5.0  # beyond a case's timeout, before a stuck renderer is killed
+
+
+class CaseTimedOut(Exception):
+    """The page did not finish a case in time; the page has been closed."""
+
+
+class PageBroken(Exception):
+    """The page crashed or failed to load the bundle; the message says what happened."""
+
+
+_case_ids = itertools.count(1)
+
+
+class BundlePage:
+    """A harness page that has imported one bundle; runs case specs (see harness.js)."""
+
+    def __init__(self, context: BrowserContext, server: AssetServer, module: str):
+        self._context = context
+        self._server = server
+        self._module = module
+        self._page: Page | None = None
+        self._crashed = False
+        self._opened_after_kills = 0
+        self.loads = 0  # how many times the page was (re)opened: the costly part
+        self.sequence: Any = None  # the layout-change sequence whose sessions the page holds
+
+    @property
+    def is_open(self) -> bool:
+        return (
+            self._page is not None
+            and not self._crashed
+            and self._opened_after_kills == browser.renderer_kills
+            and not self._page.is_closed()
+        )
+
+    def run(self, spec: dict[str, Any], timeout_s: float, sequence: Any) -> dict[str, Any]:
+        """Run one case; returns harness.js's result, or raises CaseTimedOut or PageBroken.
+
+        Sessions of the case's layout-change ``sequence`` stay alive; starting another sequence
+        releases the earlier one's, so a long run does not pile up GPU memory.
+        """
+        page = self._open()
+        case_id = f"case-{next(_case_ids)}"
+        watchdog = threading.Timer(timeout_s + KILL_GRACE_S, browser.kill_renderers)
+        try:
+            if sequence != self.sequence:
+                page.evaluate("() => harness.releaseSessions()")
+                self.sequence = sequence
+            page.evaluate("spec => harness.start(spec)", {**spec, "id": case_id})
+            watchdog.start()
+            handle = page.wait_for_function(
+                "id => harness.finished(id)", arg=case_id, timeout=timeout_s * 1000
+            )
+            result = handle.json_value()
+            handle.dispose()
+        except PlaywrightTimeout:
+            self.close()
+            raise CaseTimedOut(f"no result after {timeout_s:g} s; the page was reloaded") from None
+        except Error as error:
+            self.close()
+            raise PageBroken(f"the page failed: {error.message.splitlines()[0]}") from None
+        finally:
+            watchdog.cancel()
+        if result.get("deviceLost"):
+            self.close()  # the device is gone with its sessions: a fresh page for the next case
+        return result
+
+    def session_names(self) -> list[str]:
+        """The sessions alive in the page, as ``<workload key>/<mode>``."""
+        return self._page.evaluate("() => harness.sessionNames()") if self.is_open else []
+
+    def close(self) -> None:
+        if self._page is not None:
+            try:
+                self._page.close()
+            except Error:
+                pass  # already gone with its renderer
+        self._page = None
+        self.sequence = None
+
+    def _open(self) -> Page:
+        if self.is_open:
+            return self._page
+        self.close()
+        self._crashed = False
+        self._opened_after_kills = browser.renderer_kills
+        page = self._context.new_page()
+        page.on("crash", self._on_crash)
+        page.set_default_timeout(LOAD_TIMEOUT_S * 1000)
+        self._page = page
+        self.loads += 1
+        try:
+            page.goto(self._server.url("/harness.html"), wait_until="load")
+            page.wait_for_function("() => window.harness !== undefined")
+            page.evaluate("url => harness.load(url)", self._server.url(f"/ort/{self._module}"))
+        except Error as error:
+            self.close()
+            raise PageBroken(
+                f"loading onnxruntime-web ({self._module}) failed: {error.message.splitlines()[0]}"
+            ) from None
+        return page
+
+    def _on_crash(self, _page: Page) -> None:
+        self._crashed = True

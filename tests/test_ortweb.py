@@ -1,0 +1,341 @@
+"""OrtWebBackend end to end in headless Chromium with onnxruntime-web 1.30.0 from npm: the builtin
+encoders on the three WebGPU builds, eager and capture, against onnxruntime on the CPU; the
+WebGPU tracer's counts; capture refused, errors, timeouts and a stuck page; page and session
+reuse. One backend (one browser) serves the module; keep the cases small, the machine is slow."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from runner.backends import ORT_WEB_BUNDLES, open_backend
+from runner.backends.base import BackendOptions, BackendRun
+from runner.backends.ortweb import OrtWebBackend, browser, diagnose
+from runner.backends.ortweb.browser import CHROMIUM_ENV, descendant_pids
+from runner.compare import compare
+from runner.errors import EnvironmentUnusable
+from runner.matrix import Case
+from runner.oracle import compute_reference
+from runner.suite.spec import (
+    BackendTarget,
+    EncoderParams,
+    Layout,
+    ModelSpec,
+    Shape,
+    Suite,
+    Tolerance,
+)
+from runner.workload import Workload, materialize
+
+pytestmark = pytest.mark.browser
+
+BUNDLES = sorted(ORT_WEB_BUNDLES)
+SHAPE = Shape((("batch", 1), ("sequence", 8)))
+USAGE_FLAGS = {"MAP_READ", "MAP_WRITE", "COPY_SRC", "COPY_DST", "INDEX", "VERTEX", "UNIFORM",
+               "STORAGE", "INDIRECT", "QUERY_RESOLVE"}  # fmt: skip
+ENCODERS = {
+    "compact": EncoderParams(style="compact", layers=1, hidden=32, heads=4, ffn=64),
+    "exported": EncoderParams(style="exported", layers=1, hidden=32, heads=2, ffn=64),
+}
+
+
+def open_ortweb(**options) -> OrtWebBackend:
+    try:
+        backend = OrtWebBackend(BackendOptions(**options))
+        backend.environment()  # launches Chromium and asks for the adapter
+    except EnvironmentUnusable as error:
+        pytest.skip(f"ort-web cannot run here: {error}")
+    return backend
+
+
+@pytest.fixture(scope="module")
+def backend():
+    opened = open_ortweb(runs=3)
+    yield opened
+    opened.close()
+
+
+def make_case(
+    bundle: str,
+    capture: bool,
+    spec: ModelSpec | None = None,
+    shape: Shape = SHAPE,
+    timeout_s: float = 120.0,
+) -> Case:
+    spec = spec or ModelSpec("m")
+    target = BackendTarget("ort-web", bundle)
+    layout = Layout("default")
+    suite = Suite(
+        "ortweb-tests", Path("ortweb.yaml"), (spec,), (shape,), (layout,), (target,),
+        timeout_s=timeout_s,
+    )  # fmt: skip
+    return Case(suite, spec, shape, layout, target, capture, Tolerance())
+
+
+def encoder_case(style: str, bundle: str, capture: bool) -> tuple[Case, Workload]:
+    spec = ModelSpec(f"encoder-{style}", builtin="encoder", encoder=ENCODERS[style])
+    case = make_case(bundle, capture, spec)
+    return case, materialize(case)
+
+
+def model_workload(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> Workload:
+    data = model.SerializeToString()
+    outputs = tuple(o.name for o in model.graph.output)
+    key = hashlib.sha256(data + b"".join(v.tobytes() for v in feeds.values())).hexdigest()
+    return Workload(key, data, feeds, outputs, {})
+
+
+def one_node_model(op: str, inputs: dict[str, int], output_type: int, **attrs) -> onnx.ModelProto:
+    """``op`` over [2, 3, 3] inputs of the given element types (opset 20)."""
+    graph = helper.make_graph(
+        [helper.make_node(op, list(inputs), ["y"], **attrs)],
+        op.lower(),
+        [helper.make_tensor_value_info(n, t, [2, 3, 3]) for n, t in inputs.items()],
+        [helper.make_tensor_value_info("y", output_type, None)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+
+
+def assert_matches_onnxruntime(result: BackendRun, workload: Workload) -> None:
+    assert result.status == "ok", result.message
+    expected = compute_reference(workload)
+    for number, run in enumerate(result.runs):
+        for name, value in expected.items():
+            comparison = compare(run[name], value, Tolerance())
+            assert comparison.ok, f"run {number} output {name}: {comparison}"
+
+
+def test_environment_names_versions_and_the_adapter(backend):
+    environment = backend.environment()
+    assert environment["ort_web_version"] == "1.30.0" == environment["ort_web_pinned"]
+    assert environment["bundles"] == {"jsep": "ort.mjs", "webgpu": "ort.webgpu.mjs",
+                                      "jspi": "ort.jspi.mjs"}  # fmt: skip
+    assert environment["chromium"].split(".")[0].isdigit()
+    assert "--enable-unsafe-webgpu" in environment["chromium_flags"]
+    adapter = environment["adapter"]
+    assert adapter["vendor"] and adapter["architecture"]
+    assert adapter["features"] == sorted(adapter["features"])
+
+
+@pytest.mark.parametrize("bundle", BUNDLES)
+def test_compact_encoder_eager_and_capture_match_onnxruntime(backend, bundle):
+    for capture in (False, True):
+        case, workload = encoder_case("compact", bundle, capture)
+        result = backend.run(case, workload)
+        assert_matches_onnxruntime(result, workload)
+        assert len(result.runs) == 3 and result.timings.runs == 3
+        assert result.timings.session_ms > 0 and result.timings.first_run_ms > 0
+        assert result.timings.median_run_ms > 0
+        assert (result.details["bundle"], result.details["ort_web_version"]) == (bundle, "1.30.0")
+        assert result.details["warnings"] == []  # every node on the EP
+        assert len(result.details["run_counts"]) == 3
+        assert result.trace.errors == ()
+    assert backend.page_loads()[bundle] == 1  # both cases in one page
+
+
+@pytest.mark.parametrize("bundle", BUNDLES)
+def test_tracer_sees_capture_replay_without_bind_groups(backend, bundle):
+    """Eager rebuilds every bind group and uniform on every run; a captured replay none."""
+    case, workload = encoder_case("compact", bundle, capture=False)
+    eager = backend.run(case, workload)
+    steps = len(eager.trace.dispatches)
+    assert steps > 0
+    assert eager.trace.replay_bind_groups_created == 2 * steps  # runs 2 and 3
+    assert eager.trace.replay_uniform_writes == 2 * steps
+    assert [counts["dispatchWorkgroups"] for counts in eager.details["run_counts"]] == [steps] * 3
+    for counts in [eager.details["session_counts"], *eager.details["run_counts"]]:
+        by_usage = {k: n for k, n in counts.items() if k.startswith("createBuffer[")}
+        assert sum(by_usage.values()) == counts.get("createBuffer", 0)  # each by its usage
+        assert {flag for k in by_usage for flag in k[13:-1].split("|")} <= USAGE_FLAGS
+
+    case, workload = encoder_case("compact", bundle, capture=True)
+    captured = backend.run(case, workload)
+    assert captured.trace.bind_groups_created > 0  # recorded by the first run
+    assert captured.trace.replay_bind_groups_created == 0
+    assert captured.trace.replay_uniform_writes == 0
+    replays = captured.details["run_counts"][1:]
+    assert [r.get("setBindGroup") for r in replays] == [steps, steps]
+    assert [r.get("createBuffer", 0) for r in replays] == [0, 0]
+    pipelines = [d.pipeline for d in captured.trace.dispatches]
+    assert pipelines == [d.pipeline for d in eager.trace.dispatches]
+    roles = {b.role for d in captured.trace.dispatches for b in d.bindings}
+    assert roles == {"input", "output", "weight", "intermediate", "uniform"}
+    assert all(d.workgroups[0] >= 1 for d in captured.trace.dispatches)
+    assert pipelines[0].startswith("LayerNorm")  # labelled by ORT's program names
+
+
+def test_exported_encoder_takes_int64_token_ids_and_a_mask(backend):
+    """Eager runs everywhere; under capture JSEP refuses the int64 mask arithmetic it leaves to
+    the CPU, while the C++ EP builds take every node and capture."""
+    for bundle in BUNDLES:
+        case, workload = encoder_case("exported", bundle, capture=False)
+        assert workload.inputs["input_ids"].dtype == np.int64
+        assert_matches_onnxruntime(backend.run(case, workload), workload)
+        case, workload = encoder_case("exported", bundle, capture=True)
+        result = backend.run(case, workload)
+        if bundle == "jsep":
+            assert result.status == "capture-unsupported"
+            assert "graph capture" in result.message
+            assert result.runs == ()
+        else:
+            assert_matches_onnxruntime(result, workload)
+            assert result.trace.replay_bind_groups_created == 0
+
+
+@pytest.mark.parametrize("bundle", BUNDLES)
+def test_nodes_the_ep_cannot_take_make_capture_unsupported(backend, bundle):
+    model = one_node_model("Det", {"x": TensorProto.FLOAT}, TensorProto.FLOAT)
+    x = np.random.default_rng(0).standard_normal((2, 3, 3)).astype(np.float32)
+    workload = model_workload(model, {"x": x})
+    eager = backend.run(make_case(bundle, False), workload)
+    assert_matches_onnxruntime(eager, workload)  # Det falls back to the CPU
+    captured = backend.run(make_case(bundle, True), workload)
+    assert captured.status == "capture-unsupported"
+    assert "graph capture" in captured.message, captured.message
+
+
+def test_a_failing_case_is_an_error_and_the_page_goes_on(backend):
+    model = one_node_model("Add", {"a": TensorProto.FLOAT, "b": TensorProto.FLOAT},
+                           TensorProto.FLOAT)  # fmt: skip
+    a = np.ones((2, 3, 3), np.float32)
+    wrong = model_workload(model, {"a": a, "b": np.ones((2, 3, 3), np.int32)})
+    loads = backend.page_loads().get("webgpu", 0)
+    failed = backend.run(make_case("webgpu", False), wrong)
+    assert failed.status == "error"
+    assert "type" in failed.message.lower(), failed.message
+    right = model_workload(model, {"a": a, "b": 2 * a})
+    result = backend.run(make_case("webgpu", False), right)
+    assert_matches_onnxruntime(result, right)
+    assert backend.page_loads()["webgpu"] == max(loads, 1)  # no reload
+
+
+def test_float16_runs_only_where_the_adapter_has_shader_f16(backend):
+    model = one_node_model("Add", {"a": TensorProto.FLOAT16, "b": TensorProto.FLOAT16},
+                           TensorProto.FLOAT16)  # fmt: skip
+    a = np.linspace(-2, 2, 18, dtype=np.float16).reshape(2, 3, 3)
+    workload = model_workload(model, {"a": a, "b": a})
+    result = backend.run(make_case("jsep", True), workload)
+    if "shader-f16" in backend.adapter["features"]:
+        assert_matches_onnxruntime(result, workload)
+        assert result.outputs["y"].dtype == np.float16
+    else:
+        assert result.status == "skipped"
+        assert "shader-f16" in result.message
+
+
+def test_sessions_stay_alive_within_a_sequence_and_go_with_the_next(backend):
+    """Layout-change sequences need earlier sessions alive; another sequence releases them."""
+    page = backend._page("jspi")
+    case, workload = encoder_case("compact", "jspi", capture=False)
+    backend.run(case, workload)
+    capture_case, capture_workload = encoder_case("compact", "jspi", capture=True)
+    backend.run(capture_case, capture_workload)
+    assert set(page.session_names()) >= {f"{workload.key}/eager", f"{workload.key}/capture"}
+
+    other = Shape((("batch", 1), ("sequence", 4)))
+    spec = ModelSpec("encoder-compact", builtin="encoder", encoder=ENCODERS["compact"])
+    next_case = make_case("jspi", False, spec, shape=other)
+    next_workload = materialize(next_case)
+    assert next_case.sequence != case.sequence
+    assert backend.run(next_case, next_workload).status == "ok"
+    assert page.session_names() == [f"{next_workload.key}/eager"]
+
+
+def test_a_revisit_replays_the_capture_an_earlier_case_left_alive(backend):
+    """Layouts A, B, then A again (revisit): A's session is run again, not created again."""
+    spec = ModelSpec("encoder-compact", builtin="encoder", encoder=ENCODERS["compact"])
+    first = make_case("webgpu", True, spec)
+    second = dataclasses.replace(first, layout=Layout("eps", values=(("eps", 1e-2),)))
+    workload = materialize(first)
+    recorded = backend.run(first, workload)
+    assert recorded.trace.bind_groups_created > 0 and not recorded.details["reused_session"]
+    assert backend.run(second, materialize(second)).status == "ok"
+
+    revisit = backend.run(dataclasses.replace(first, revisit=True), workload)
+    assert revisit.details["reused_session"]
+    assert revisit.timings.session_ms is None
+    assert revisit.trace.bind_groups_created == 0  # every run, the first too, replays
+    assert revisit.details["run_counts"][0]["dispatchWorkgroups"] == len(revisit.trace.dispatches)
+    assert_matches_onnxruntime(revisit, workload)
+
+
+def test_a_case_past_its_timeout_times_out_and_the_page_reloads(backend):
+    case, workload = encoder_case("compact", "webgpu", capture=False)
+    backend.run(case, workload)  # the page is open
+    loads = backend.page_loads()["webgpu"]
+    spec = ModelSpec("encoder-compact", builtin="encoder", encoder=ENCODERS["compact"])
+    hurried = make_case("webgpu", False, spec, timeout_s=0.001)
+    result = backend.run(hurried, materialize(hurried))
+    assert result.status == "timeout"
+    assert backend.run(case, workload).status == "ok"
+    assert backend.page_loads()["webgpu"] == loads + 1
+
+
+def test_a_page_stuck_in_a_loop_is_killed_and_the_run_goes_on(backend):
+    case, workload = encoder_case("compact", "jsep", capture=False)
+    assert backend.run(case, workload).status == "ok"
+    page = backend._page("jsep")
+    loads = page.loads
+    page._page.evaluate("() => { setTimeout(() => { for (;;) {} }, 50); }")  # a wasm-like hang
+    spec = ModelSpec("encoder-compact", builtin="encoder", encoder=ENCODERS["compact"])
+    stuck = make_case("jsep", False, spec, timeout_s=0.5)
+    result = backend.run(stuck, materialize(stuck))
+    assert result.status == "timeout"
+    assert backend.run(case, workload).status == "ok"
+    assert page.loads == loads + 1
+
+
+def test_open_backend_finds_chromium_and_close_leaves_no_process():
+    before = _chromium_processes()
+    opened = open_backend("ort-web", BackendOptions())
+    assert isinstance(opened, OrtWebBackend)
+    opened.environment()
+    assert _chromium_processes() - before
+    opened.close()
+    opened.close()  # idempotent
+    assert not _chromium_processes() - before
+
+
+def test_a_chromium_override_that_is_no_executable_is_unusable(monkeypatch):
+    monkeypatch.setenv(CHROMIUM_ENV, "/nonexistent/chromium")
+    with pytest.raises(EnvironmentUnusable, match=CHROMIUM_ENV):
+        OrtWebBackend(BackendOptions())
+    with pytest.raises(EnvironmentUnusable, match="--chromium"):
+        OrtWebBackend(BackendOptions(chromium="/nonexistent/chrome"))
+    monkeypatch.delenv(CHROMIUM_ENV)
+    on_path = browser.find_chromium(None)
+    assert on_path.found_by in ("PATH", "playwright")
+    assert browser.find_chromium(str(on_path.path)) == browser.ChromiumExecutable(
+        on_path.path, "--chromium"
+    )
+
+
+def test_diagnose_reports_every_check():
+    checks = diagnose()
+    assert [c.check for c in checks] == ["chromium", "playwright", "onnxruntime-web",
+                                         "webgpu adapter"]  # fmt: skip
+    assert all(c.ok for c in checks), checks
+    assert "1.30.0" in checks[2].detail
+    broken = diagnose(chromium="/nonexistent/chrome")
+    assert broken[0].ok is False and "--chromium" in broken[0].detail
+    assert len(broken) == 3  # no adapter check without a browser
+
+
+def _chromium_processes() -> set[int]:
+    """Chromium processes this test process started (and that are still running)."""
+    found = set()
+    for pid in descendant_pids(os.getpid()):
+        try:
+            status = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if status != "Z" and b"chrom" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.add(pid)
+        except OSError:
+            pass
+    return found
