@@ -8,8 +8,10 @@ Modules, in the order data flows:
   faults.py    the injectable faults (FAULTS) and what each changes
   trace.py     the binding trace
   backend.py   WgpuBackend, the runner.backends.base.Backend for "wgpu"
+  diagnose.py  what `doctor` says about adapters
 """
 
 from runner.backends.wgpu.backend import WgpuBackend
+from runner.backends.wgpu.diagnose import diagnose
 
-__all__ = ["WgpuBackend"]
+__all__ = ["WgpuBackend", "diagnose"]

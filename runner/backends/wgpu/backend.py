@@ -8,11 +8,8 @@ eager and capture runs differ, and ``faults`` for the bugs a case can inject.
 from __future__ import annotations
 
 import hashlib
-import os
 import statistics
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import wgpu
@@ -30,20 +27,11 @@ from runner.matrix import Case
 from runner.workload import Workload
 
 
-def _quiet_vulkan() -> None:
-    """Vulkan loaders complain on stderr when XDG_RUNTIME_DIR is unset; give them one."""
-    if not os.environ.get("XDG_RUNTIME_DIR"):
-        path = Path(tempfile.gettempdir()) / f"runner-xdg-{os.getuid()}"
-        path.mkdir(mode=0o700, exist_ok=True)
-        os.environ["XDG_RUNTIME_DIR"] = str(path)
-
-
 class WgpuBackend:
     name = "wgpu"
     FAULTS = FAULTS
 
     def __init__(self, options: BackendOptions):
-        _quiet_vulkan()
         self.options = options
         self._devices: dict[str | None, Device] = {}
         self._device(options.adapter)  # fail now, not per case, if there is no adapter

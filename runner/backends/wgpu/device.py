@@ -9,8 +9,11 @@ run: that is what makes a stale binding observable, and what the fault switch ab
 from __future__ import annotations
 
 import hashlib
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import wgpu
@@ -35,8 +38,17 @@ def _matches(info: dict[str, Any], preference: str) -> bool:
     return any(wanted in name.lower() for name in names if name)
 
 
+def _quiet_vulkan() -> None:
+    """Vulkan loaders complain on stderr when XDG_RUNTIME_DIR is unset; give them one."""
+    if not os.environ.get("XDG_RUNTIME_DIR"):
+        path = Path(tempfile.gettempdir()) / f"runner-xdg-{os.getuid()}"
+        path.mkdir(mode=0o700, exist_ok=True)
+        os.environ["XDG_RUNTIME_DIR"] = str(path)
+
+
 def request_adapter(preference: str | None) -> wgpu.GPUAdapter:
     """The default adapter, or the first whose name, vendor or backend type matches."""
+    _quiet_vulkan()
     try:
         if preference is None:
             return wgpu.gpu.request_adapter_sync(power_preference="high-performance")
