@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--runs", type=int, default=3,
                      help="runs per case: the first records, the rest are timed (default 3)")
     run.add_argument("--timeout", type=float, help="seconds per case (default: the suite's)")
+    run.add_argument("--run-timeout", type=float, metavar="SECONDS",
+                     help="start no case after this many seconds; the run is marked incomplete")
     run.add_argument("--inject", action="append", default=[], metavar="FAULT",
                      help="inject a named fault to prove the detectors (see `doctor`)")
     run.add_argument("--adapter", help="wgpu adapter: name substring or backend type")
@@ -181,7 +183,7 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
         selection = {"filters": args.filter, "shard": args.shard, "backends": args.backend,
                      "tags": args.tag}
         summary = execute(
-            cases, args.out, options, selection, args.localize,
+            cases, args.out, options, selection, args.localize, args.run_timeout,
             on_start=lambda case: progress.update(task, case=case.id),
             on_result=lambda result: progress.advance(task),
         )

@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import secrets
 import signal
+import time
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -45,13 +46,16 @@ class RunSummary:
     results: tuple[CaseResult, ...]
     references_computed: int
     message: str = ""
+    interrupted: bool = False  # Ctrl-C / SIGTERM, as opposed to the run timeout
 
     @property
     def exit_code(self) -> ExitCode:
         if self.status == "environment-unusable":
             return ExitCode.ENVIRONMENT
-        if self.status == "incomplete":
+        if self.interrupted:
             return ExitCode.INTERRUPTED
+        if self.status == "incomplete":  # the run timeout left cases unrun
+            return ExitCode.UNEXPECTED
         if any(r.outcome in ("unexpected", "unexpected-pass") for r in self.results):
             return ExitCode.UNEXPECTED
         return ExitCode.OK
@@ -104,12 +108,14 @@ def execute(
     options: BackendOptions,
     selection: dict[str, Any] | None = None,
     localize: bool = True,
+    run_timeout_s: float | None = None,
     on_result: Callable[[CaseResult], None] = lambda result: None,
     on_start: Callable[[Case], None] = lambda case: None,
 ) -> RunSummary:
     """Run `cases`, storing each result as it finishes under `out` (see reports/README.md).
 
     `selection` (filters, shard, backends) is recorded so that shards can be merged safely.
+    Past `run_timeout_s` no further case starts and the run is marked incomplete.
     """
     cases = list(cases)
     run_id = new_run_id()
@@ -131,13 +137,19 @@ def execute(
     oracle = ReferenceCache(out / ".oracle")
     backends: dict[str, Backend] = {}
     results: list[CaseResult] = []
-    status, message = "complete", ""
+    status, message, interrupted = "complete", "", False
     for store in stores:
         store.begin_run(run)
     sequence = _Sequence()
+    deadline = time.monotonic() + run_timeout_s if run_timeout_s else None
     try:
         with _sigterm_as_interrupt(), ExitStack() as closing:
             for case in cases:
+                if deadline is not None and time.monotonic() > deadline:
+                    status = "incomplete"
+                    message = (f"run timeout: {run_timeout_s:g} s passed with "
+                               f"{len(cases) - len(results)} case(s) not run")
+                    break
                 case = dataclasses.replace(case, inject=case.inject | options.inject)
                 on_start(case)
                 if case.backend.name not in backends:
@@ -151,6 +163,7 @@ def execute(
                 on_result(result)
     except KeyboardInterrupt:
         status, message = "incomplete", "interrupted; finished results are kept"
+        interrupted = True
     except EnvironmentUnusable as exc:
         status, message = "environment-unusable", str(exc)
     finally:
@@ -162,7 +175,7 @@ def execute(
         for store in stores:
             store.end_run(run)
         history.close()
-    return RunSummary(run_id, status, tuple(results), oracle.computed, message)
+    return RunSummary(run_id, status, tuple(results), oracle.computed, message, interrupted)
 
 
 def _safe_environment(backend: Backend) -> dict[str, Any]:

@@ -98,3 +98,14 @@ def test_concurrent_writers_do_not_corrupt_the_history(tmp_path):
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert db.execute("SELECT count(*) FROM results").fetchone() == (450,)
         assert db.execute("SELECT count(*) FROM runs").fetchone() == (3,)
+
+
+def test_run_timeout_stops_starting_cases(write_suite, tmp_path):
+    proc = regress("run", write_suite(SUITE), "--out", tmp_path, "--runs", "1",
+                   "--run-timeout", "0.000001")
+    assert proc.returncode == 1
+    [run_json] = tmp_path.glob("runs/*/run.json")
+    run = json.loads(run_json.read_text())
+    assert run["status"] == "incomplete"
+    assert run["message"] == "run timeout: 1e-06 s passed with 10 case(s) not run"
+    assert "run timeout" in proc.stderr
