@@ -89,3 +89,12 @@ def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Suite throughput against a naive harness (the README's table); not run by the tests."""
+    install_system_packages(session)
+    install_npm_packages(session)
+    session.install("-e", ".")
+    session.run("python", "bench/bench.py", *session.posargs)

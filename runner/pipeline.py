@@ -194,6 +194,7 @@ def _run_case(
     localize: bool,
 ) -> CaseResult:
     sequence.enter(case)
+    began = time.perf_counter()
     try:
         workload = materialize(case)
         reference = oracle.reference(workload)
@@ -217,7 +218,8 @@ def _run_case(
         sequence.captured.append((case, workload))
     else:
         sequence.eager[case.cell] = run
-    return CaseResult.of(run_id, case, run, judgement, divergent)
+    wall_ms = (time.perf_counter() - began) * 1000
+    return CaseResult.of(run_id, case, run, judgement, divergent, wall_ms)
 
 
 def _localize(backend, case, workload, verdicts, prefix) -> dict[str, Any] | None:

@@ -147,6 +147,7 @@ def make_result(run_id: str, run: int, cell: Cell, suite: str = SUITE) -> dict[s
         "tolerance": {"abs": 1e-3, "rel": 1e-5},
         "timings": {"session_ms": 30.0, "first_run_ms": 20.0,
                     "median_run_ms": None if verdict == SK else median, "runs": 3},
+        "wall_ms": 120.0,
         "trace": {"dispatches": 14, "bind_groups_created": 14, "uniform_writes": 14,
                   "buffers_created": 30, "replay_bind_groups_created": 0,
                   "replay_uniform_writes": 0, "errors": []},

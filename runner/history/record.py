@@ -53,6 +53,7 @@ class CaseResult:
     max_rel_error: float | None
     tolerance: dict[str, float]
     timings: dict[str, Any]
+    wall_ms: float  # the whole case in the pipeline: materialize, reference, run, judge
     trace: dict[str, Any]
     attribution: str | None
     stale_from: str | None
@@ -63,7 +64,7 @@ class CaseResult:
     @classmethod
     def of(
         cls, run_id: str, case: Case, run: BackendRun, judgement: Judgement,
-        divergent_node: dict[str, Any] | None = None,
+        divergent_node: dict[str, Any] | None = None, wall_ms: float = 0.0,
     ) -> CaseResult:
         expect = case.expectation.expect
         return cls(
@@ -92,6 +93,7 @@ class CaseResult:
             max_rel_error=_finite(judgement.max_rel),
             tolerance={"abs": case.tolerance.abs, "rel": case.tolerance.rel},
             timings=asdict(run.timings),
+            wall_ms=wall_ms,
             trace=run.trace.summary(),
             attribution=judgement.attribution,
             stale_from=judgement.stale_from,

@@ -1,0 +1,171 @@
+"""Suite throughput: how much of a run is the backends' own work, against a naive harness.
+
+Run with `nox -s bench` (or `python bench/bench.py`); prints a Markdown table for the README.
+Measured in one run on one machine, so read the ratios, not the absolute times.
+
+- cold: the bundled suites with an empty reference cache;
+- warm: the same again with the cache filled (must compute no reference);
+- inside: time the backends report for session creation and runs, measured in the page or the
+  executor (session + first run + median x later runs), summed over cases;
+- overhead: wall / inside, on the warm run;
+- naive: the ort-web cases of the warm run through a straightforward harness (a new browser per
+  case, no reference cache), against the same cases in the warm run;
+- shards: the whole suite as 1 shard against 2 concurrent shards (this machine has 2 cores);
+- peak memory: the largest sum of resident memory over the process tree (browser included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runner.backends.base import BackendOptions  # noqa: E402
+from runner.backends.ortweb import OrtWebBackend  # noqa: E402
+from runner.judge import Evidence, judge  # noqa: E402
+from runner.matrix import expand_matrix, select_cases  # noqa: E402
+from runner.oracle import compute_reference  # noqa: E402
+from runner.pipeline import execute  # noqa: E402
+from runner.suite import load_suites  # noqa: E402
+from runner.workload import materialize  # noqa: E402
+
+
+def inside_ms(result) -> float:
+    t = result.timings
+    later = (t["median_run_ms"] or 0.0) * max(0, t["runs"] - 1)
+    return (t["session_ms"] or 0.0) + (t["first_run_ms"] or 0.0) + later
+
+
+def timed_execute(cases, out: Path, options: BackendOptions):
+    began = time.perf_counter()
+    summary = execute(cases, out, options, localize=False)
+    return summary, time.perf_counter() - began
+
+
+def naive(cases, options: BackendOptions) -> float:
+    """A new browser per case and no reference cache: what a first script would do."""
+    began = time.perf_counter()
+    for case in cases:
+        workload = materialize(case)
+        reference = compute_reference(workload)
+        backend = OrtWebBackend(options)
+        try:
+            run = backend.run(case, workload)
+        finally:
+            backend.close()
+        judge(Evidence(case, run, reference))
+    return time.perf_counter() - began
+
+
+def _tree_rss_kib(pid: int) -> int:
+    """Resident memory of `pid` and every descendant, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    total, stack = 0, [pid]
+    while stack:
+        current = stack.pop()
+        stack += children.get(current, [])
+        try:
+            for line in Path(f"/proc/{current}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def run_cli(args: list[str], out: Path, sample: bool = False) -> tuple[float, int]:
+    """Wall seconds and peak tree RSS (KiB, when sampled) of `python -m runner run ...`."""
+    command = [sys.executable, "-m", "runner", "run", *args, "--out", str(out), "--no-localize"]
+    began = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    peak = 0
+    while proc.poll() is None:
+        if sample:
+            peak = max(peak, _tree_rss_kib(proc.pid))
+        time.sleep(0.2)
+    return time.perf_counter() - began, peak
+
+
+def shards(suites: list[str], work: Path) -> tuple[float, float]:
+    one, _ = run_cli([*suites, "--shard", "1/1"], work / "one")
+    began = time.perf_counter()
+    threads = [threading.Thread(target=run_cli, args=([*suites, "--shard", f"{i}/2"],
+                                                      work / f"two-{i}")) for i in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return one, time.perf_counter() - began
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("suites", nargs="*", default=["suites"])
+    parser.add_argument("--naive-cases", type=int, default=24,
+                        help="ort-web cases for the naive-harness baseline (default 24)")
+    args = parser.parse_args()
+    options = BackendOptions(runs=3)
+    cases = expand_matrix(load_suites([Path(s) for s in args.suites]))
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        work = Path(tmp)
+        cold, cold_s = timed_execute(cases, work / "reports", options)
+        warm, warm_s = timed_execute(cases, work / "reports", options)
+        inside_s = sum(inside_ms(r.to_dict()) for r in warm.results) / 1000
+        web = [r for r in warm.results if r.backend.startswith("ort-web")][: args.naive_cases]
+        web_ids = {r.case_id for r in web}
+        web_cases = [c for c in select_cases(cases, []) if c.id in web_ids]
+        # a naive harness has no sequences: each case alone, in a fresh browser
+        web_cases = [dataclasses.replace(c, revisit=False) for c in web_cases]
+        suite_web_s = sum(r.wall_ms for r in web) / 1000
+        naive_s = naive(web_cases, options) if web_cases else float("nan")
+        wgpu = [r for r in warm.results if r.backend == "wgpu"]
+        one_s, two_s = shards(args.suites, work)
+        _, peak_kib = run_cli(args.suites, work / "memory", sample=True)
+    rows = [
+        ("cases", f"{len(cases)} ({len(wgpu)} wgpu, "
+                  f"{sum(r.backend.startswith('ort-web') for r in warm.results)} ort-web)"),
+        ("cold run (empty reference cache)", f"{cold_s:.1f} s, {cold.references_computed} "
+                                             "references computed"),
+        ("warm rerun", f"{warm_s:.1f} s, {warm.references_computed} references computed"),
+        ("inside the backends (warm)", f"{inside_s:.1f} s"),
+        ("overhead ratio, warm (wall / inside)", f"{warm_s / inside_s:.2f}"),
+        (f"naive harness, {len(web_cases)} ort-web cases", f"{naive_s:.1f} s"),
+        ("same cases in the warm suite run", f"{suite_web_s:.1f} s"),
+        ("speedup over the naive harness", f"{naive_s / suite_web_s:.0f}x"),
+        ("per wgpu case (warm, median inside)",
+         f"{_median([inside_ms(r.to_dict()) for r in wgpu]):.0f} ms" if wgpu else "n/a"),
+        ("1 shard / 2 concurrent shards", f"{one_s:.1f} s / {two_s:.1f} s "
+                                          f"({one_s / two_s:.2f}x)"),
+        ("peak memory, whole run incl. browser", f"{peak_kib / 1024:.0f} MiB"),
+    ]
+    print("| measure | value |\n| --- | --- |")
+    for name, value in rows:
+        print(f"| {name} | {value} |")
+    return 0
+
+
+def _median(values: list[float]) -> float:
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
+if __name__ == "__main__":
+    os.chdir(ROOT)
+    sys.exit(main())
