@@ -109,3 +109,31 @@ def test_run_timeout_stops_starting_cases(write_suite, tmp_path):
     assert run["status"] == "incomplete"
     assert run["message"] == "run timeout: 1e-06 s passed with 10 case(s) not run"
     assert "run timeout" in proc.stderr
+
+
+def test_wgpu_validation_error_is_this_cases_error_and_the_run_goes_on(suite_dir, write_suite,
+                                                                       tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              suite_dir / "relu.onnx")
+    # 160 MB in one binding: past WebGPU's default 128 MiB storage-binding limit
+    suite = write_suite("""
+        models:
+          relu: {path: relu.onnx}
+        shapes:
+          - {n: 40000000}
+          - {n: 1000}
+        backends: [wgpu]
+        capture: [eager]
+        """)
+    proc = regress("run", suite, "--out", tmp_path, "--runs", "1")
+    assert proc.returncode == 1
+    [jsonl] = tmp_path.glob("runs/*/results.jsonl")
+    big, small = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert big["verdict"] == "error" and "max_" in big["message"] and "limit" in big["message"]
+    assert small["verdict"] == "pass"
