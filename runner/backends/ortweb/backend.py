@@ -37,9 +37,18 @@ TENSOR_TYPES = (
 )  # fmt: skip
 
 
+STALE_UNIFORM_BINDING = "stale-uniform-binding"
+
+
 class OrtWebBackend:
     name = "ort-web"
-    FAULTS: Mapping[str, str] = {}
+    # Implemented in assets/faults.js; a case's own are passed with its run, never page-wide.
+    FAULTS: Mapping[str, str] = {
+        STALE_UNIFORM_BINDING: "while a capture session records, a bind group of a program that "
+        "an earlier capture in the page recorded gets that capture's uniform buffer in place of "
+        "its own (same size only), so every replay reads the earlier layout's constants, e.g. "
+        "LayerNormalization's epsilon (the seed bug: silent, deterministic; stale-layout)",
+    }
 
     def __init__(self, options: BackendOptions):
         """Checks what can be checked without a browser: Chromium and onnxruntime-web exist."""
@@ -132,6 +141,7 @@ class OrtWebBackend:
             self._browser = browser.launch(self._playwright, self.chromium)
             self._context = self._browser.new_context()
             self._context.add_init_script(path=str(ASSETS / "tracer.js"))
+            self._context.add_init_script(path=str(ASSETS / "faults.js"))  # after the tracer
             files = {f"/{name}": ASSETS / name for name in ("harness.html", "harness.js")}
             files.update({f"/ort/{n}": f for n, f in self.package.dist_files().items()})
             self._server = AssetServer(files)
@@ -181,6 +191,7 @@ class OrtWebBackend:
             "freeDimensionOverrides": dict(workload.shape),
             "runs": max(1, self.options.runs),
             "reuseSession": case.revisit,
+            "faults": sorted(case.inject & self.FAULTS.keys()),
         }
         return spec, [model, *(i["url"] for i in inputs)]
 

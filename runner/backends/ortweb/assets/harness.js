@@ -3,7 +3,9 @@
 // GPU tensors, graph capture on), reads every run's outputs back and reports timings and the
 // tracer's records. Sessions stay alive in `sessions` until released, so later cases run next
 // to earlier ones and a revisit can replay an earlier capture (layout-change sequences).
+// A case's `faults` (faults.js) are armed only while its own capture session records.
 const tracer = window.__webgpuTracer;
+const faults = window.__webgpuFaults;
 const sessions = new Map(); // `${key}/${mode}` -> {session, feeds, buffers, ...}
 const jobs = new Map(); // case id -> Promise of its result
 let ort = null;
@@ -52,6 +54,7 @@ const median = (values) => {
 const releaseSession = async (name) => {
   const entry = sessions.get(name);
   sessions.delete(name);
+  faults.forget(name);
   if (entry) {
     await entry.session.release();
     for (const buffer of entry.buffers) {
@@ -141,10 +144,12 @@ const runSession = async (entry, spec) => {
     const last = i === spec.runs - 1;
     tracer.begin('run', {dispatches: last});
     const start = performance.now();
+    faults.startRun();
     const results = await entry.session.run(entry.feeds);
     if (capture) {
       await device.queue.onSubmittedWorkDone(); // outputs stay on the GPU: wait for the work
     }
+    faults.endRun();
     times.push(performance.now() - start);
     records.push(tracer.end());
     tracer.begin('readback');
@@ -177,8 +182,13 @@ const runCase = async (spec) => {
   const reused = entry !== undefined;
   if (!reused) {
     await releaseSession(name);
+    if (spec.mode === 'capture') {
+      faults.beginRecording(name, spec.faults);
+    }
     const created = await createSession(spec);
     if (created.failed) {
+      faults.endRecording();
+      faults.forget(name);
       return created.failed;
     }
     entry = created.entry;
@@ -214,10 +224,12 @@ window.harness = {
   start(spec) {
     jobs.set(
       spec.id,
-      runCase(spec).catch((error) => ({
-        status: 'error',
-        message: String(error && error.message ? error.message : error),
-      })),
+      runCase(spec)
+        .catch((error) => ({
+          status: 'error',
+          message: String(error && error.message ? error.message : error),
+        }))
+        .finally(() => faults.endRecording()), // a case that failed mid-run arms nothing after it
     );
   },
   async finished(id) {
