@@ -17,13 +17,6 @@ BACKENDS: dict[str, str] = {
     "ort-web": "runner.backends.ortweb:OrtWebBackend",
 }
 
-# ort-web's builds: bundle name -> what it is.
-ORT_WEB_BUNDLES = {
-    "jsep": "JavaScript EP (ort.mjs, *.jsep.wasm)",
-    "webgpu": "C++ WebGPU EP, asyncify build (ort.webgpu.mjs)",
-    "jspi": "C++ WebGPU EP, JSPI build (ort.jspi.mjs)",
-}
-
 
 def open_backend(name: str, options: BackendOptions) -> Backend:
     """Create the named backend; raises EnvironmentUnusable if this machine cannot run it."""
