@@ -127,7 +127,7 @@ def main() -> int:
         work = Path(tmp)
         cold, cold_s = timed_execute(cases, work / "reports", options)
         warm, warm_s = timed_execute(cases, work / "reports", options)
-        inside_s = sum(inside_ms(r.to_dict()) for r in warm.results) / 1000
+        inside_s = sum(inside_ms(r) for r in warm.results) / 1000
         web = [r for r in warm.results if r.backend.startswith("ort-web")][: args.naive_cases]
         web_ids = {r.case_id for r in web}
         web_cases = [c for c in select_cases(cases, []) if c.id in web_ids]
@@ -150,7 +150,7 @@ def main() -> int:
         ("same cases in the warm suite run", f"{suite_web_s:.1f} s"),
         ("speedup over the naive harness", f"{naive_s / suite_web_s:.0f}x"),
         ("per wgpu case (warm, median inside)",
-         f"{_median([inside_ms(r.to_dict()) for r in wgpu]):.0f} ms" if wgpu else "n/a"),
+         f"{_median([inside_ms(r) for r in wgpu]):.0f} ms" if wgpu else "n/a"),
         ("1 shard / 2 concurrent shards", f"{one_s:.1f} s / {two_s:.1f} s "
                                           f"({one_s / two_s:.2f}x)"),
         ("peak memory, whole run incl. browser", f"{peak_kib / 1024:.0f} MiB"),

@@ -47,7 +47,8 @@ def _selection_args(parser: argparse.ArgumentParser) -> None:
                         "ort-web:jsep|webgpu|jspi, reference; repeatable")
     parser.add_argument("--filter", action="append", default=[], metavar="PATTERN",
                         help="keep cases whose id matches this glob, or key=glob on a field "
-                        "(model, shape, layout, backend, bundle, capture, suite); repeatable, "
+                        "(model, shape, layout, backend, bundle, capture, suite; for op tests "
+                        "also file, test, operator); repeatable, "
                         "all must match")
     parser.add_argument("--shard", metavar="I/N", help="run only shard I of N (1-based)")
 

@@ -15,7 +15,10 @@ import numpy as np
 from runner.backends.base import BackendRun
 from runner.compare import Comparison, compare_outputs, worst
 from runner.matrix import Case
+from runner.optests.skips import SKIP_BACKEND, onnxruntime_lacks, skip_reason
+from runner.suite.spec import Tolerance
 from runner.verdicts import headline
+from runner.workload.optest import expected_outputs
 
 
 @dataclass(frozen=True)
@@ -42,25 +45,94 @@ class Finding:
 Detector = Callable[[Evidence], list[Finding]]
 
 
+# What a backend reports when it cannot run an op test's one node at all (no kernel, its
+# WebGPU EP will not take the node into a capture, an element type its adapter lacks): for a
+# one-node model not a bug of the backend's capture, so the case is skipped with the backend's
+# reason. An `error` in onnxruntime(-web)'s own words for a missing kernel or schema counts too.
+LACKING_STATUSES = frozenset({"unsupported-op", "capture-unsupported", "skipped"})
+
+
 def backend_status(ev: Evidence) -> list[Finding]:
     if ev.run.status == "ok":
         return []
+    if ev.case.model.op_test is not None and (
+        ev.run.status in LACKING_STATUSES
+        or ev.run.status == "error" and onnxruntime_lacks(ev.run.message)
+    ):
+        return [Finding("skipped", f"{SKIP_BACKEND}: {ev.run.status}: {ev.run.message}")]
     return [Finding(ev.run.status, ev.run.message)]
+
+
+def _eager_run(ev: Evidence) -> BackendRun | None:
+    """The run whose output kernels are judged by: the case's own, or a capture case's twin."""
+    run = ev.eager if ev.case.capture else ev.run
+    return run if run is not None and run.status == "ok" else None
+
+
+def _worst_mismatch(comparisons: Mapping[str, Comparison]) -> tuple[str, Comparison] | None:
+    bad = {name: c for name, c in comparisons.items() if not c.ok}
+    return max(bad.items(), key=lambda item: item[1].max_abs) if bad else None
+
+
+def _describe(c: Comparison) -> str:
+    return f"{c.mismatched}/{c.total} elements, max abs {c.max_abs:.3g}"
 
 
 def reference_mismatch(ev: Evidence) -> list[Finding]:
     """Eager output against the oracle; for a capture case, its eager twin's."""
-    run = ev.eager if ev.case.capture else ev.run
-    if run is None or run.status != "ok":
+    run = _eager_run(ev)
+    if run is None:
         return []
-    comparisons = compare_outputs(dict(run.outputs), dict(ev.reference), ev.case.tolerance)
-    bad = {name: c for name, c in comparisons.items() if not c.ok}
-    if not bad:
+    worst_bad = _worst_mismatch(
+        compare_outputs(dict(run.outputs), dict(ev.reference), ev.case.tolerance)
+    )
+    if worst_bad is None:
         return []
-    name, c = max(bad.items(), key=lambda item: item[1].max_abs)
+    name, c = worst_bad
     who = "eager twin" if ev.case.capture else "eager output"
-    return [Finding("reference-mismatch", f"{who} differs from onnxruntime CPU on {name!r}: "
-                    f"{c.mismatched}/{c.total} elements, max abs {c.max_abs:.3g}")]
+    return [Finding("reference-mismatch",
+                    f"{who} differs from onnxruntime CPU on {name!r}: {_describe(c)}")]
+
+
+EXACT = Tolerance(abs=0.0, rel=0.0)
+
+
+def _against_file(
+    actual: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], tolerance: Tolerance
+) -> dict[str, Comparison]:
+    """As ORT-web's runner compares with a file: floats within tolerance, integers exactly."""
+    comparisons = {}
+    for name, value in expected.items():
+        within = tolerance if value.dtype.kind in "fc" else EXACT
+        comparisons.update(compare_outputs(dict(actual), {name: value}, within))
+    return comparisons
+
+
+def expected_mismatch(ev: Evidence) -> list[Finding]:
+    """An op test's eager output (a capture case's twin's) against its file's expected outputs,
+    as ORT-web's runner compares; says so explicitly when the file disagrees with onnxruntime
+    CPU."""
+    op_case = ev.case.model.op_test
+    run = _eager_run(ev)
+    if op_case is None or run is None:
+        return []
+    expected = expected_outputs(op_case)
+    tolerance = ev.case.tolerance
+    vs_file = _worst_mismatch(_against_file(run.outputs, expected, tolerance))
+    file_vs_cpu = _worst_mismatch(_against_file(ev.reference, expected, tolerance))
+    who = "eager twin" if ev.case.capture else "eager output"
+    note = None
+    if file_vs_cpu is not None:
+        name, c = file_vs_cpu
+        note = (f"the file's expected output disagrees with onnxruntime CPU on {name!r}: "
+                f"{_describe(c)}")
+    if vs_file is not None:
+        name, c = vs_file
+        message = f"{who} differs from the file's expected output on {name!r}: {_describe(c)}"
+        return [Finding("expected-mismatch", "; ".join(filter(None, (message, note))))]
+    if note and reference_mismatch(ev):  # the backend sides with the file, not the oracle
+        return [Finding("reference-mismatch", f"{note}, and the {who} agrees with the file")]
+    return []
 
 
 def capture_mismatch(ev: Evidence) -> list[Finding]:
@@ -129,6 +201,7 @@ def capture_not_engaged(ev: Evidence) -> list[Finding]:
 DETECTORS: tuple[Detector, ...] = (
     backend_status,
     reference_mismatch,
+    expected_mismatch,
     capture_mismatch,
     stale_layout,
     nondeterministic,
@@ -163,7 +236,7 @@ def attribute(ev: Evidence, verdicts: frozenset[str]) -> str | None:
     """Where a failure lives: the capture path alone, eager too, or after a layout change."""
     if verdicts <= {"pass", "skipped"} or ev.run.status != "ok":
         return None
-    if "reference-mismatch" in verdicts:
+    if verdicts & {"reference-mismatch", "expected-mismatch"}:
         return "eager too"
     if "stale-layout" in verdicts:
         return "capture only, after a layout change"
@@ -171,7 +244,13 @@ def attribute(ev: Evidence, verdicts: frozenset[str]) -> str | None:
 
 
 def judge(ev: Evidence) -> Judgement:
-    findings = tuple(f for detector in DETECTORS for f in detector(ev))
+    """Every detector's findings; a case that could not run here is `skipped` and nothing else."""
+    known_skip = skip_reason(ev.case)
+    findings = (Finding("skipped", known_skip),) if known_skip else tuple(
+        f for detector in DETECTORS for f in detector(ev)
+    )
+    if any(f.verdict == "skipped" for f in findings):
+        findings = tuple(f for f in findings if f.verdict == "skipped")
     verdicts = frozenset(f.verdict for f in findings) or frozenset({"pass"})
     max_abs = max_rel = None
     if ev.run.status == "ok":

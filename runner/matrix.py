@@ -46,7 +46,13 @@ class Case:
 
     @property
     def cell(self) -> str:
-        """The id without the capture mode: an eager case and its capture twin share it."""
+        """The id without the capture mode: an eager case and its capture twin share it.
+
+        An op-test case's model name already says everything (``ort-ops/<file>/<test>/<case>``:
+        its shapes are the file's, its layout the default), so its id leaves both out.
+        """
+        if self.model.op_test is not None:
+            return f"{self.model.name}/{self.backend.id}"
         return "/".join(
             (self.model.name, self.shape.label, f"layout={self.layout.label}", self.backend.id)
         )
@@ -61,7 +67,9 @@ class Case:
         return (str(self.suite.path), self.model.name, self.shape.label, self.backend.id)
 
     def fields(self) -> dict[str, str]:
-        """The values ``key=value`` filters and ``cases: match:`` select on."""
+        """The values ``key=value`` filters and ``cases: match:`` select on; ``file``, ``test``
+        and ``operator`` are an op-test case's (empty for other cases)."""
+        op_case = self.model.op_test
         return {
             "id": self.id,
             "suite": self.suite.name,
@@ -71,6 +79,9 @@ class Case:
             "backend": self.backend.id,
             "bundle": self.backend.bundle or "",
             "capture": mode_name(self.capture),
+            "file": op_case.test.file.name if op_case else "",
+            "test": op_case.test.name if op_case else "",
+            "operator": op_case.test.operator if op_case else "",
         }
 
 
@@ -144,8 +155,11 @@ def _apply_rules(case: Case, suite: Suite) -> Case:
 
 def _sort_key(case: Case, suite: Suite, model_order: Mapping[str, int]):
     layout_index = [layout.label for layout in suite.layouts].index(case.layout.label)
+    shapes = case.model.shapes or suite.shapes
+    shape_index = shapes.index(case.shape) if case.shape in shapes else len(shapes)
     return (
         model_order[case.model.name],
+        shape_index,
         case.shape.label,
         case.backend.id,
         layout_index,

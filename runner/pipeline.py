@@ -136,6 +136,7 @@ def execute(
     stores = (RunFolder(out / "runs" / run_id), history)
     oracle = ReferenceCache(out / ".oracle")
     backends: dict[str, Backend] = {}
+    environments: dict[str, dict[str, Any]] = {}
     results: list[CaseResult] = []
     status, message, interrupted = "complete", "", False
     for store in stores:
@@ -153,8 +154,12 @@ def execute(
                 case = dataclasses.replace(case, inject=case.inject | options.inject)
                 on_start(case)
                 if case.backend.name not in backends:
-                    backends[case.backend.name] = open_backend(case.backend.name, options)
-                    closing.callback(backends[case.backend.name].close)
+                    backend = backends[case.backend.name] = open_backend(case.backend.name,
+                                                                         options)
+                    closing.callback(backend.close)
+                    # callbacks run last-in first-out: read the environment before closing
+                    closing.callback(_record_environment, environments, case.backend.name,
+                                     backend)
                 result = _run_case(run_id, case, backends[case.backend.name], oracle, sequence,
                                    localize)
                 for store in stores:
@@ -167,9 +172,7 @@ def execute(
     except EnvironmentUnusable as exc:
         status, message = "environment-unusable", str(exc)
     finally:
-        run["environment"]["backends"] = {
-            name: _safe_environment(backend) for name, backend in backends.items()
-        }
+        run["environment"]["backends"] = environments
         run.update(ended=_now(), status=status, message=message,
                    references_computed=oracle.computed)
         for store in stores:
@@ -178,11 +181,11 @@ def execute(
     return RunSummary(run_id, status, tuple(results), oracle.computed, message, interrupted)
 
 
-def _safe_environment(backend: Backend) -> dict[str, Any]:
+def _record_environment(into: dict[str, Any], name: str, backend: Backend) -> None:
     try:
-        return backend.environment()
+        into[name] = backend.environment()
     except Exception as exc:  # a dead browser must not cost the run its record
-        return {"error": f"{type(exc).__name__}: {exc}"}
+        into[name] = {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _run_case(

@@ -14,6 +14,8 @@ VERDICTS: dict[str, str] = {
     "capture-mismatch": "the capture output differs from the same case's eager output",
     "nondeterministic": "replays of the same input disagree",
     "reference-mismatch": "the eager output differs from onnxruntime on the CPU (a kernel bug)",
+    "expected-mismatch": "the eager output of an op test differs from its file's expected output "
+    "(the message says whether the file also disagrees with onnxruntime on the CPU)",
     "capture-unsupported": "the backend refused to create a capture session",
     "unsupported-op": "the model uses an operator the backend does not implement",
     "timeout": "the case ran past its time limit",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from runner.backends.base import BackendOptions
-from runner.matrix import expand_matrix
+from runner.matrix import expand_matrix, select_cases
 from runner.pipeline import execute
 from runner.suite import load_suite
 from runner.suite.spec import Expectation
@@ -83,23 +83,24 @@ def test_run_wide_inject_poisons_every_layout_change(write_suite, tmp_path):
 CANARIES = Path(__file__).resolve().parents[1] / "suites" / "canaries.yaml"
 
 
+@pytest.mark.browser
 def test_canary_suite_sees_every_injected_fault(tmp_path):
     cases = expand_matrix([load_suite(CANARIES)])
     summary = execute(cases, tmp_path, BackendOptions(runs=3))
     injected = [r for r in summary.results if r.injected]
     assert {fault for r in injected for fault in r.injected} == {
         "shape-only-capture-cache", "row-mean-skips-first", "capture-falls-back-to-eager",
-        "racy-replay", "stale-input-binding",
+        "racy-replay", "stale-input-binding", "stale-uniform-binding",
     }
     assert all(r.outcome == "expected" and r.verdict != "pass" for r in injected)
     assert all(r.verdict == "pass" for r in summary.results if not r.injected)
     assert summary.exit_code == 0
 
 
-def test_canary_models_without_faults_pass_20_times(tmp_path):
+def test_canary_models_without_faults_pass_20_times_on_wgpu(tmp_path):
     clean = [
         dataclasses.replace(case, inject=frozenset(), expectation=Expectation())
-        for case in expand_matrix([load_suite(CANARIES)])
+        for case in select_cases(expand_matrix([load_suite(CANARIES)]), ["backend=wgpu"])
     ]
     summary = execute(clean * 20, tmp_path, BackendOptions(runs=3))
     assert len(summary.results) == 20 * len(clean)

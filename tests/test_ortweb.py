@@ -15,10 +15,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from runner.backends import ORT_WEB_BUNDLES, open_backend
+from runner.backends import open_backend
 from runner.backends.base import BackendOptions, BackendRun
 from runner.backends.ortweb import OrtWebBackend, browser, diagnose
 from runner.backends.ortweb.browser import CHROMIUM_ENV, descendant_pids
+from runner.backends.ortweb.package import BUNDLE_MODULES
 from runner.compare import compare
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
@@ -36,7 +37,7 @@ from runner.workload import Workload, materialize
 
 pytestmark = pytest.mark.browser
 
-BUNDLES = sorted(ORT_WEB_BUNDLES)
+BUNDLES = sorted(BUNDLE_MODULES)
 SHAPE = Shape((("batch", 1), ("sequence", 8)))
 USAGE_FLAGS = {"MAP_READ", "MAP_WRITE", "COPY_SRC", "COPY_DST", "INDEX", "VERTEX", "UNIFORM",
                "STORAGE", "INDIRECT", "QUERY_RESOLVE"}  # fmt: skip

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from runner.history import SqliteHistory
+from runner.history.merge import merge_shards
 from runner.history.record import result_id
 from runner.report import analysis
 from runner.report.history import load_history
-from runner.history.merge import merge_shards
 from tests.test_report import CELLS, SUITE, make_result, run_record, write_history
 
 

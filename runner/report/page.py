@@ -34,6 +34,7 @@ VERDICT_CODES = {
     "pass": "✓", "skipped": "–", "stale-layout": "SL", "capture-not-engaged": "NE",
     "capture-mismatch": "CM", "nondeterministic": "ND", "reference-mismatch": "RM",
     "capture-unsupported": "CU", "unsupported-op": "UO", "timeout": "TO", "error": "ER",
+    "expected-mismatch": "EM",
 }
 
 CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "

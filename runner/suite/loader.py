@@ -212,8 +212,17 @@ class _Builder:
         shapes = tuple(self.shape(s) for s in data.get("shapes", ()))
         layouts = self.layouts(data.get("layouts"))
         models = tuple(
-            self.model(name, spec, shapes, layouts) for name, spec in data["models"].items()
+            model
+            for name, spec in data["models"].items()
+            for model in (
+                self.op_tests(name, spec) if "ort_op_tests" in spec
+                else [self.model(name, spec, shapes, layouts)]
+            )
         )
+        op_tests = [name for name, spec in data["models"].items() if "ort_op_tests" in spec]
+        if op_tests and layouts != (DEFAULT_LAYOUT,):
+            self.problem(("layouts",), f"ORT-web op tests ({', '.join(op_tests)}) run under the "
+                         "default layout only", "no `layouts:` in a suite of op tests")
         backends = tuple(b for spec in data["backends"] for b in self.backend(spec))
         capture = data.get("capture", ["eager", "capture"])
         capture = [capture] if isinstance(capture, str) else capture
@@ -236,8 +245,10 @@ class _Builder:
         )
         if not self.problems:
             self.check_new_combinations(suite)
-        if self.problems:
-            raise InvalidInput(sorted(self.problems, key=lambda p: (p.line, p.column)))
+        if self.problems:  # the suite's own first, then those of files it names
+            raise InvalidInput(sorted(
+                self.problems, key=lambda p: (p.file != self.file, str(p.file), p.line, p.column)
+            ))
         return suite
 
     @staticmethod
@@ -320,6 +331,29 @@ class _Builder:
             self.check_pinned(name, dims, own_shapes or shapes, largest,
                               path + ("shapes",) if own_shapes else ("shapes",))
         return model
+
+    def op_tests(self, name: str, spec: dict) -> list[ModelSpec]:
+        """One model per case of the ORT-web op-test files `spec` names (``runner.optests``).
+
+        The files may live anywhere (a checkout of onnxruntime), unlike model files.
+        """
+        # runner.optests reads its files with runner.suite's helpers: imported when needed
+        from runner.optests.reader import DEFAULT_OPSET, op_test_files, read_op_tests
+
+        where = ("models", name, "ort_op_tests")
+        try:
+            files = op_test_files(spec["ort_op_tests"], self.file.parent)
+        except ValueError as exc:
+            self.problem(where, f"ort_op_tests {spec['ort_op_tests']!r}: {exc}",
+                         "a path or glob, with only variables that are set")
+            return []
+        if not files:
+            self.problem(where, f"no op-test files match {spec['ort_op_tests']!r}",
+                         "a .jsonc file, a folder of them, or a glob")
+            return []
+        models, problems = read_op_tests(files, name, spec.get("opset", DEFAULT_OPSET))
+        self.problems += problems
+        return models
 
     def check_heads(self, encoder: EncoderParams, path: tuple, layouts: tuple) -> None:
         for heads, where in [(encoder.heads, path + ("heads",))] + [

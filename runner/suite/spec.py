@@ -65,6 +65,55 @@ class Shape:
 
 
 @dataclass(frozen=True)
+class OpTensor:
+    """A tensor of an ORT-web op-test file: `type` as ORT-web spells it (float32, int64...)."""
+
+    type: str
+    dims: tuple[int, ...]
+    data: tuple[Any, ...]  # flat, row-major
+
+
+@dataclass(frozen=True)
+class OpAttribute:
+    name: str
+    type: str  # int | float | string | ints | floats | strings
+    value: Any  # a number or string; a tuple of them for the list types
+
+
+@dataclass(frozen=True)
+class OpTest:
+    """One test of an ORT-web op-test file: what its one-node model is made of.
+
+    Inputs and outputs are named ``input_<i>`` / ``output_<i>`` as ORT-web names them.
+    """
+
+    file: Path
+    name: str  # unique within the file (a repeated name gets " #2", ...)
+    operator: str
+    domain: str
+    opset: int
+    attributes: tuple[OpAttribute, ...]
+    input_types: tuple[str | None, ...]  # None: an omitted optional input (`data: null`)
+    output_types: tuple[str, ...]
+    # Per input, its declared dims (ints, or names of symbolic dims), or None for no shape.
+    input_shapes: tuple[tuple[int | str, ...] | None, ...]
+    platform_condition: str | None = None  # a regex the platform description must match
+
+
+@dataclass(frozen=True)
+class OpTestCase:
+    """One case of an op test: a static-shape case of the test's model."""
+
+    test: OpTest
+    name: str  # unique within the test
+    inputs: tuple[OpTensor | None, ...]  # None where the test omits the input
+    outputs: tuple[OpTensor | None, ...]  # None where the case does not check the output
+    # Why ORT-web's own runner would refuse this case (its test's cases disagree on input
+    # count, a tensor's data does not fill its dims...): the case fails as `error` with it.
+    invalid: str | None = None
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     builtin: str | None = None  # "encoder"
@@ -72,6 +121,7 @@ class ModelSpec:
     path: Path | None = None  # absolute, resolved against the suite file
     inputs: Mapping[str, InputSpec] = field(default_factory=dict)
     shapes: tuple[Shape, ...] = ()  # empty: the suite's shapes
+    op_test: OpTestCase | None = None  # a case of an ORT-web op-test file (`ort_op_tests:`)
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,11 @@ import numpy as np
 import onnx
 
 from runner.matrix import Case
+from runner.optests.skips import skip_reason
 from runner.suite.spec import EncoderParams, InputSpec, Layout
 from runner.workload.encoder import build_encoder
 from runner.workload.inputs import make_inputs
+from runner.workload.optest import case_inputs, expected_outputs, op_test_model
 from runner.workload.variants import apply_layout
 
 
@@ -44,6 +46,8 @@ class _Variant:
 def materialize(case: Case) -> Workload:
     """The model variant for the case's layout and its inputs at the case's shape."""
     spec = case.model
+    if spec.op_test is not None:
+        return _op_test_workload(case)
     if spec.builtin is not None:
         if spec.builtin != "encoder":
             raise ValueError(f"model {spec.name!r}: unknown builtin {spec.builtin!r}")
@@ -67,6 +71,26 @@ def materialize(case: Case) -> Workload:
         model=variant.data,
         inputs=inputs,
         output_names=tuple(output.name for output in variant.model.graph.output),
+        shape=shape,
+        uniform_order=case.layout.order,
+    )
+
+
+def _op_test_workload(case: Case) -> Workload:
+    """An op-test case's one-node model and the file's inputs; refuses a case that cannot run
+    here (``runner.optests.skips``) or that ORT-web's runner would refuse too."""
+    op_case = case.model.op_test
+    refusal = skip_reason(case) or op_case.invalid
+    if refusal:
+        raise ValueError(refusal)
+    model = op_test_model(op_case.test)
+    inputs = case_inputs(op_case)
+    shape = case.shape.as_dict()
+    return Workload(
+        key=_workload_key(hashlib.sha256(model).digest(), shape, inputs),
+        model=model,
+        inputs=inputs,
+        output_names=tuple(expected_outputs(op_case)),
         shape=shape,
         uniform_order=case.layout.order,
     )
@@ -103,7 +127,7 @@ def _workload_key(
     digest = hashlib.sha256(model_digest)
     digest.update(repr(sorted(shape.items())).encode())
     for name in sorted(inputs):
-        array = np.ascontiguousarray(inputs[name])
+        array = np.asarray(inputs[name])  # not ascontiguousarray: it makes a 0-d array 1-d
         digest.update(f"{name}:{array.dtype.str}:{array.shape}".encode())
-        digest.update(array.tobytes())
+        digest.update(array.tobytes())  # row-major whatever the layout
     return digest.hexdigest()

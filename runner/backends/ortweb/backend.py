@@ -179,7 +179,7 @@ class OrtWebBackend:
         model = self._server.register(workload.model)
         inputs = []
         for name, array in workload.inputs.items():
-            array = np.ascontiguousarray(array)
+            array = np.asarray(array, order="C")  # keeps 0-d inputs 0-d, unlike ascontiguousarray
             url = self._server.register(array.tobytes())
             inputs.append({"name": name, "url": url, "type": array.dtype.name, "dims": array.shape})
         spec = {

@@ -20,7 +20,7 @@ from runner.backends.wgpu.device import Device, adapter_environment, digest
 from runner.backends.wgpu.executor import Session
 from runner.backends.wgpu.faults import CAPTURE_FALLS_BACK_TO_EAGER, FAULTS, Faults
 from runner.backends.wgpu.prepare import prepare
-from runner.backends.wgpu.tensors import UnsupportedOp
+from runner.backends.wgpu.tensors import DeviceTypeError, UnsupportedOp
 from runner.backends.wgpu.trace import case_trace, logged_errors
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
@@ -56,6 +56,8 @@ class WgpuBackend:
             except UnsupportedOp as error:
                 details = {"op": error.op_type, "node": error.node}
                 return BackendRun("unsupported-op", message=str(error), details=details)
+            except DeviceTypeError as error:  # an input type the device cannot hold
+                return BackendRun("unsupported-op", message=str(error))
             except EnvironmentUnusable as error:  # the case asks for an adapter not here
                 return BackendRun("skipped", message=str(error))
             except Exception as error:

@@ -81,7 +81,8 @@ const creationStatus = (capture, message) => {
   if (capture && /capture/i.test(message)) {
     return 'capture-unsupported';
   }
-  if (/could not find an implementation|not implemented|unsupported op/i.test(message)) {
+  if (/could not find an implementation|not implemented|unsupported op|no op registered/i
+      .test(message)) {
     return 'unsupported-op';
   }
   return 'error';

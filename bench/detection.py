@@ -1,0 +1,56 @@
+"""Detection figures for the README: injected faults caught, and false positives when clean.
+
+    python bench/detection.py [--repeats 20]
+
+Runs the canary suite as written (each canary injects one fault) and counts, per backend and
+build, the faulted cases whose verdict was the expected one; then runs the same cases with every
+fault removed `--repeats` times and counts any verdict other than pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runner.backends.base import BackendOptions  # noqa: E402
+from runner.matrix import expand_matrix  # noqa: E402
+from runner.pipeline import execute  # noqa: E402
+from runner.suite import load_suite  # noqa: E402
+from runner.suite.spec import Expectation  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", type=Path, default=ROOT / "suites" / "canaries.yaml")
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+    cases = expand_matrix([load_suite(args.suite)])
+    clean = [dataclasses.replace(c, inject=frozenset(), expectation=Expectation()) for c in cases]
+    with tempfile.TemporaryDirectory() as tmp:
+        faulted = execute(cases, Path(tmp) / "faulted", BackendOptions(runs=3)).results
+        repeats = execute(clean * args.repeats, Path(tmp) / "clean", BackendOptions(runs=3))
+    injected, caught, runs, false = Counter(), Counter(), Counter(), Counter()
+    for result in faulted:
+        if result.injected:
+            injected[result.backend] += 1
+            caught[result.backend] += result.outcome == "expected" and result.verdict != "pass"
+    for result in repeats.results:
+        runs[result.backend] += 1
+        false[result.backend] += result.verdict != "pass"
+    print(f"| backend | injected faults caught | false positives over {args.repeats} clean "
+          "repeats |\n| --- | --- | --- |")
+    for backend in sorted(runs):
+        print(f"| {backend} | {caught[backend]} / {injected[backend]} | "
+              f"{false[backend]} / {runs[backend]} cases |")
+    return 0 if caught == injected and not sum(false.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
