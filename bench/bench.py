@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from runner.backends.base import BackendOptions  # noqa: E402
 from runner.backends.ortweb import OrtWebBackend  # noqa: E402
+from runner.backends.ortweb.browser import descendant_pids  # noqa: E402
 from runner.judge import Evidence, judge  # noqa: E402
 from runner.matrix import expand_matrix, select_cases  # noqa: E402
 from runner.oracle import compute_reference  # noqa: E402
@@ -68,18 +69,8 @@ def naive(cases, options: BackendOptions) -> float:
 
 def _tree_rss_kib(pid: int) -> int:
     """Resident memory of `pid` and every descendant, from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    total, stack = 0, [pid]
-    while stack:
-        current = stack.pop()
-        stack += children.get(current, [])
+    total = 0
+    for current in [pid, *descendant_pids(pid)]:
         try:
             for line in Path(f"/proc/{current}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
