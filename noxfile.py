@@ -35,8 +35,10 @@ def install_system_packages(session: nox.Session) -> None:
     if not missing:
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        session.warn(f"missing system packages {missing}: install them (apt-get install "
-                     f"{' '.join(missing)}), or the backends that need them report it")
+        session.warn(
+            f"missing system packages {missing}: install them (apt-get install "
+            f"{' '.join(missing)}), or the backends that need them report it"
+        )
         return
     env = {"DEBIAN_FRONTEND": "noninteractive"}
     session.run("apt-get", "update", "-qq", external=True, env=env)
@@ -52,8 +54,18 @@ def install_npm_packages(session: nox.Session) -> None:
 
 
 # `runner run` options that take a value: the word after one is that value, not a filter.
-VALUE_OPTIONS = {"--backend", "--filter", "--shard", "--out", "--runs", "--timeout", "--inject",
-                 "--adapter", "--chromium", "--tag"}
+VALUE_OPTIONS = {
+    "--backend",
+    "--filter",
+    "--shard",
+    "--out",
+    "--runs",
+    "--timeout",
+    "--inject",
+    "--adapter",
+    "--chromium",
+    "--tag",
+}
 
 
 def _filters_and_options(posargs: list[str]) -> list[str]:
@@ -71,8 +83,15 @@ def regress(session: nox.Session) -> None:
     install_system_packages(session)
     install_npm_packages(session)
     session.install("-e", ".")
-    session.run("python", "-m", "runner", "run", "suites", "--report",
-                *_filters_and_options(session.posargs))
+    session.run(
+        "python",
+        "-m",
+        "runner",
+        "run",
+        "suites",
+        "--report",
+        *_filters_and_options(session.posargs),
+    )
 
 
 @nox.session

@@ -84,8 +84,7 @@ def run_cli(args: list[str], out: Path, sample: bool = False) -> tuple[float, in
     """Wall seconds and peak tree RSS (KiB, when sampled) of `python -m runner run ...`."""
     command = [sys.executable, "-m", "runner", "run", *args, "--out", str(out), "--no-localize"]
     began = time.perf_counter()
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     peak = 0
     while proc.poll() is None:
         if sample:
@@ -97,8 +96,10 @@ def run_cli(args: list[str], out: Path, sample: bool = False) -> tuple[float, in
 def shards(suites: list[str], work: Path) -> tuple[float, float]:
     one, _ = run_cli([*suites, "--shard", "1/1"], work / "one")
     began = time.perf_counter()
-    threads = [threading.Thread(target=run_cli, args=([*suites, "--shard", f"{i}/2"],
-                                                      work / f"two-{i}")) for i in (1, 2)]
+    threads = [
+        threading.Thread(target=run_cli, args=([*suites, "--shard", f"{i}/2"], work / f"two-{i}"))
+        for i in (1, 2)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -109,8 +110,12 @@ def shards(suites: list[str], work: Path) -> tuple[float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("suites", nargs="*", default=["suites"])
-    parser.add_argument("--naive-cases", type=int, default=24,
-                        help="ort-web cases for the naive-harness baseline (default 24)")
+    parser.add_argument(
+        "--naive-cases",
+        type=int,
+        default=24,
+        help="ort-web cases for the naive-harness baseline (default 24)",
+    )
     args = parser.parse_args()
     options = BackendOptions(runs=3)
     cases = expand_matrix(load_suites([Path(s) for s in args.suites]))
@@ -130,20 +135,26 @@ def main() -> int:
         one_s, two_s = shards(args.suites, work)
         _, peak_kib = run_cli(args.suites, work / "memory", sample=True)
     rows = [
-        ("cases", f"{len(cases)} ({len(wgpu)} wgpu, "
-                  f"{sum(r.backend.startswith('ort-web') for r in warm.results)} ort-web)"),
-        ("cold run (empty reference cache)", f"{cold_s:.1f} s, {cold.references_computed} "
-                                             "references computed"),
+        (
+            "cases",
+            f"{len(cases)} ({len(wgpu)} wgpu, "
+            f"{sum(r.backend.startswith('ort-web') for r in warm.results)} ort-web)",
+        ),
+        (
+            "cold run (empty reference cache)",
+            f"{cold_s:.1f} s, {cold.references_computed} references computed",
+        ),
         ("warm rerun", f"{warm_s:.1f} s, {warm.references_computed} references computed"),
         ("inside the backends (warm)", f"{inside_s:.1f} s"),
         ("overhead ratio, warm (wall / inside)", f"{warm_s / inside_s:.2f}"),
         (f"naive harness, {len(web_cases)} ort-web cases", f"{naive_s:.1f} s"),
         ("same cases in the warm suite run", f"{suite_web_s:.1f} s"),
         ("speedup over the naive harness", f"{naive_s / suite_web_s:.0f}x"),
-        ("per wgpu case (warm, median inside)",
-         f"{_median([inside_ms(r) for r in wgpu]):.0f} ms" if wgpu else "n/a"),
-        ("1 shard / 2 concurrent shards", f"{one_s:.1f} s / {two_s:.1f} s "
-                                          f"({one_s / two_s:.2f}x)"),
+        (
+            "per wgpu case (warm, median inside)",
+            f"{_median([inside_ms(r) for r in wgpu]):.0f} ms" if wgpu else "n/a",
+        ),
+        ("1 shard / 2 concurrent shards", f"{one_s:.1f} s / {two_s:.1f} s ({one_s / two_s:.2f}x)"),
         ("peak memory, whole run incl. browser", f"{peak_kib / 1024:.0f} MiB"),
     ]
     print("| measure | value |\n| --- | --- |")

@@ -44,11 +44,15 @@ def main() -> int:
     for result in repeats.results:
         runs[result.backend] += 1
         false[result.backend] += result.verdict != "pass"
-    print(f"| backend | injected faults caught | false positives over {args.repeats} clean "
-          "repeats |\n| --- | --- | --- |")
+    print(
+        f"| backend | injected faults caught | false positives over {args.repeats} clean "
+        "repeats |\n| --- | --- | --- |"
+    )
     for backend in sorted(runs):
-        print(f"| {backend} | {caught[backend]} / {injected[backend]} | "
-              f"{false[backend]} / {runs[backend]} cases |")
+        print(
+            f"| {backend} | {caught[backend]} / {injected[backend]} | "
+            f"{false[backend]} / {runs[backend]} cases |"
+        )
     return 0 if caught == injected and not sum(false.values()) else 1
 
 

@@ -34,22 +34,40 @@ console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _suite_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("suites", nargs="*", type=Path, default=[DEFAULT_SUITES],
-                        help="suite files or folders (default: suites/)")
-    parser.add_argument("--tag", action="append", default=[],
-                        help="also run suites with this tag (e.g. heavy); repeatable")
+    parser.add_argument(
+        "suites",
+        nargs="*",
+        type=Path,
+        default=[DEFAULT_SUITES],
+        help="suite files or folders (default: suites/)",
+    )
+    parser.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        help="also run suites with this tag (e.g. heavy); repeatable",
+    )
 
 
 def _selection_args(parser: argparse.ArgumentParser) -> None:
     _suite_args(parser)
-    parser.add_argument("--backend", action="append", default=[],
-                        help="run on this backend instead of the suites' own: wgpu, ort-web, "
-                        "ort-web:jsep|webgpu|jspi, reference; repeatable")
-    parser.add_argument("--filter", action="append", default=[], metavar="PATTERN",
-                        help="keep cases whose id matches this glob, or key=glob on a field "
-                        "(model, shape, layout, backend, bundle, capture, suite; for op tests "
-                        "also file, test, operator); repeatable, "
-                        "all must match")
+    parser.add_argument(
+        "--backend",
+        action="append",
+        default=[],
+        help="run on this backend instead of the suites' own: wgpu, ort-web, "
+        "ort-web:jsep|webgpu|jspi, reference; repeatable",
+    )
+    parser.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="keep cases whose id matches this glob, or key=glob on a field "
+        "(model, shape, layout, backend, bundle, capture, suite; for op tests "
+        "also file, test, operator); repeatable, "
+        "all must match",
+    )
     parser.add_argument("--shard", metavar="I/N", help="run only shard I of N (1-based)")
 
 
@@ -69,24 +87,49 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run cases and record their results")
     _selection_args(run)
     run.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (reports/)")
-    run.add_argument("--runs", type=int, default=3,
-                     help="runs per case: the first records, the rest are timed (default 3)")
+    run.add_argument(
+        "--runs",
+        type=int,
+        default=3,
+        help="runs per case: the first records, the rest are timed (default 3)",
+    )
     run.add_argument("--timeout", type=float, help="seconds per case (default: the suite's)")
-    run.add_argument("--run-timeout", type=float, metavar="SECONDS",
-                     help="start no case after this many seconds; the run is marked incomplete")
-    run.add_argument("--inject", action="append", default=[], metavar="FAULT",
-                     help="inject a named fault to prove the detectors (see `doctor`)")
+    run.add_argument(
+        "--run-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="start no case after this many seconds; the run is marked incomplete",
+    )
+    run.add_argument(
+        "--inject",
+        action="append",
+        default=[],
+        metavar="FAULT",
+        help="inject a named fault to prove the detectors (see `doctor`)",
+    )
     run.add_argument("--adapter", help="wgpu adapter: name substring or backend type")
     run.add_argument("--chromium", help="Chromium executable for ort-web (or $REGRESS_CHROMIUM)")
-    run.add_argument("--no-localize", dest="localize", action="store_false",
-                     help="skip rerunning failures to find the first divergent node")
-    run.add_argument("--report", action="store_true",
-                     help="build the reports (index.html, junit.xml, summary.md) afterwards")
+    run.add_argument(
+        "--no-localize",
+        dest="localize",
+        action="store_false",
+        help="skip rerunning failures to find the first divergent node",
+    )
+    run.add_argument(
+        "--report",
+        action="store_true",
+        help="build the reports (index.html, junit.xml, summary.md) afterwards",
+    )
 
     report = commands.add_parser("report", help="build reports/index.html from the history")
     report.add_argument("--out", type=Path, default=DEFAULT_OUT, help="reports folder")
-    report.add_argument("--last", type=int, default=20, metavar="N",
-                        help="runs shown in the status grid and trends (default 20)")
+    report.add_argument(
+        "--last",
+        type=int,
+        default=20,
+        metavar="N",
+        help="runs shown in the status grid and trends (default 20)",
+    )
 
     add_new_case_parser(commands, DEFAULT_OUT)
 
@@ -105,8 +148,10 @@ def _retarget(suite: Suite, backends: Sequence[str]) -> Suite:
     for text in backends:
         name, _, bundle = text.partition(":")
         if name not in BACKENDS or (bundle and bundle not in ALL_BUNDLES):
-            raise InvalidInput(f"--backend {text!r} is unknown; expected one of "
-                               f"{', '.join(BACKENDS)} or ort-web:{'|'.join(ALL_BUNDLES)}")
+            raise InvalidInput(
+                f"--backend {text!r} is unknown; expected one of "
+                f"{', '.join(BACKENDS)} or ort-web:{'|'.join(ALL_BUNDLES)}"
+            )
         bundles = [bundle] if bundle else (ALL_BUNDLES if name == "ort-web" else [None])
         targets += [BackendTarget(name, b) for b in bundles]
     return dataclasses.replace(suite, backends=tuple(dict.fromkeys(targets)))
@@ -135,9 +180,13 @@ def cmd_validate(args: argparse.Namespace) -> ExitCode:
 def cmd_list(args: argparse.Namespace) -> ExitCode:
     for case in select(args):
         expectation = case.expectation
-        note = "" if expectation.expect == {"pass"} else (
-            f"  expect {','.join(sorted(expectation.expect))}"
-            + (f" ({expectation.bug})" if expectation.bug else "")
+        note = (
+            ""
+            if expectation.expect == {"pass"}
+            else (
+                f"  expect {','.join(sorted(expectation.expect))}"
+                + (f" ({expectation.bug})" if expectation.bug else "")
+            )
         )
         print(case.id + note)
     return ExitCode.OK
@@ -152,14 +201,20 @@ def check_faults(cases: list[Case], injected: list[str]) -> None:
     every = sorted({fault for names in faults.values() for fault in names})
     unknown = sorted(set(injected) - set(every))
     if unknown:
-        raise InvalidInput(f"--inject {', '.join(unknown)}: no such fault for these backends; "
-                           f"expected one of {', '.join(every) or '(none)'}")
-    problems = sorted({
-        f"{case.suite.path}: case {case.id} injects {fault!r}, which backend "
-        f"{case.backend.name} does not have; expected one of "
-        f"{', '.join(faults[case.backend.name]) or '(none)'}"
-        for case in cases for fault in case.inject if fault not in faults[case.backend.name]
-    })
+        raise InvalidInput(
+            f"--inject {', '.join(unknown)}: no such fault for these backends; "
+            f"expected one of {', '.join(every) or '(none)'}"
+        )
+    problems = sorted(
+        {
+            f"{case.suite.path}: case {case.id} injects {fault!r}, which backend "
+            f"{case.backend.name} does not have; expected one of "
+            f"{', '.join(faults[case.backend.name]) or '(none)'}"
+            for case in cases
+            for fault in case.inject
+            if fault not in faults[case.backend.name]
+        }
+    )
     if problems:
         raise InvalidInput(problems)
 
@@ -174,17 +229,35 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
     check_faults(cases, args.inject)
     if args.runs < 1:
         raise InvalidInput("--runs must be at least 1")
-    options = BackendOptions(runs=args.runs, timeout_s=args.timeout,
-                             inject=frozenset(args.inject), adapter=args.adapter,
-                             chromium=args.chromium)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("{task.fields[case]}"))
+    options = BackendOptions(
+        runs=args.runs,
+        timeout_s=args.timeout,
+        inject=frozenset(args.inject),
+        adapter=args.adapter,
+        chromium=args.chromium,
+    )
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[case]}"),
+    )
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("running", total=len(cases), case="")
-        selection = {"filters": args.filter, "shard": args.shard, "backends": args.backend,
-                     "tags": args.tag}
+        selection = {
+            "filters": args.filter,
+            "shard": args.shard,
+            "backends": args.backend,
+            "tags": args.tag,
+        }
         summary = execute(
-            cases, args.out, options, selection, args.localize, args.run_timeout,
+            cases,
+            args.out,
+            options,
+            selection,
+            args.localize,
+            args.run_timeout,
             on_start=lambda case: progress.update(task, case=case.id),
             on_result=lambda result: progress.advance(task),
         )
@@ -208,10 +281,14 @@ def _print_summary(summary, out: Path) -> None:
     for result in summary.results:
         if result.outcome in ("unexpected", "unexpected-pass"):
             want = ",".join(result.expected)
-            console.print(f"[red]{result.outcome}[/red] {result.case_id}: {result.verdict} "
-                          f"(expected {want}) {result.message}")
-    console.print(f"references computed: {summary.references_computed}; "
-                  f"results in {out / 'runs' / summary.run_id}")
+            console.print(
+                f"[red]{result.outcome}[/red] {result.case_id}: {result.verdict} "
+                f"(expected {want}) {result.message}"
+            )
+    console.print(
+        f"references computed: {summary.references_computed}; "
+        f"results in {out / 'runs' / summary.run_id}"
+    )
     if summary.message:
         console.print(f"[yellow]{summary.status}[/yellow]: {summary.message}")
 
@@ -232,8 +309,10 @@ def cmd_merge(args: argparse.Namespace) -> ExitCode:
     from runner.history.merge import merge_shards
 
     summary = merge_shards(args.sources, args.out, args.run_id)
-    print(f"merged {summary.shard_runs} shard run(s), {summary.results_added} result(s) into "
-          f"{args.out} as run {summary.run_id}")
+    print(
+        f"merged {summary.shard_runs} shard run(s), {summary.results_added} result(s) into "
+        f"{args.out} as run {summary.run_id}"
+    )
     _build_reports(args.out)
     return ExitCode.OK
 

@@ -22,8 +22,15 @@ def _python_packages() -> list[Check]:
     checks = []
     for name in ("onnxruntime", "onnx", "numpy", "pandas", "jsonschema", "wgpu", "playwright"):
         version = package_version(name)
-        checks.append(Check(f"python package {name}", version is not None, version or "absent",
-                            "pip install -e . (or nox -s regress)", required=name == "onnxruntime"))
+        checks.append(
+            Check(
+                f"python package {name}",
+                version is not None,
+                version or "absent",
+                "pip install -e . (or nox -s regress)",
+                required=name == "onnxruntime",
+            )
+        )
     return checks
 
 
@@ -38,18 +45,26 @@ def _backend_checks() -> list[Check]:
         try:
             module = importlib.import_module(module_name)
         except Exception as exc:  # a backend that cannot even import is what doctor reports
-            checks.append(Check(f"backend {name}", False, f"cannot import: {exc}",
-                                "pip install -e ."))
+            checks.append(
+                Check(f"backend {name}", False, f"cannot import: {exc}", "pip install -e .")
+            )
             continue
         diagnose = getattr(module, "diagnose", None)
         if diagnose is not None:
-            checks += [Check(f"{name}: {c[0]}", bool(c[1]), str(c[2]),
-                             str(c[3]) if len(c) > 3 else "") for c in diagnose()]
+            checks += [
+                Check(f"{name}: {c[0]}", bool(c[1]), str(c[2]), str(c[3]) if len(c) > 3 else "")
+                for c in diagnose()
+            ]
         factory = getattr(module, factory_name, None)
         faults = getattr(factory, "FAULTS", {})
         if faults:
-            checks.append(Check(f"{name}: injectable faults (--inject)", True,
-                                "; ".join(f"{k}: {v}" for k, v in faults.items())))
+            checks.append(
+                Check(
+                    f"{name}: injectable faults (--inject)",
+                    True,
+                    "; ".join(f"{k}: {v}" for k, v in faults.items()),
+                )
+            )
     return checks
 
 

@@ -31,8 +31,13 @@ def ort_web_version(root: Path = REPO_ROOT) -> str | None:
 
 def git_commit(folder: Path) -> dict[str, Any]:
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True,
-                              timeout=10, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(folder), *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
 
     try:
         return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain"))}

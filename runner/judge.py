@@ -57,7 +57,8 @@ def backend_status(ev: Evidence) -> list[Finding]:
         return []
     if ev.case.model.op_test is not None and (
         ev.run.status in LACKING_STATUSES
-        or ev.run.status == "error" and onnxruntime_lacks(ev.run.message)
+        or ev.run.status == "error"
+        and onnxruntime_lacks(ev.run.message)
     ):
         return [Finding("skipped", f"{SKIP_BACKEND}: {ev.run.status}: {ev.run.message}")]
     return [Finding(ev.run.status, ev.run.message)]
@@ -90,8 +91,11 @@ def reference_mismatch(ev: Evidence) -> list[Finding]:
         return []
     name, c = worst_bad
     who = "eager twin" if ev.case.capture else "eager output"
-    return [Finding("reference-mismatch",
-                    f"{who} differs from onnxruntime CPU on {name!r}: {_describe(c)}")]
+    return [
+        Finding(
+            "reference-mismatch", f"{who} differs from onnxruntime CPU on {name!r}: {_describe(c)}"
+        )
+    ]
 
 
 EXACT = Tolerance(abs=0.0, rel=0.0)
@@ -124,8 +128,9 @@ def expected_mismatch(ev: Evidence) -> list[Finding]:
     note = None
     if file_vs_cpu is not None:
         name, c = file_vs_cpu
-        note = (f"the file's expected output disagrees with onnxruntime CPU on {name!r}: "
-                f"{_describe(c)}")
+        note = (
+            f"the file's expected output disagrees with onnxruntime CPU on {name!r}: {_describe(c)}"
+        )
     if vs_file is not None:
         name, c = vs_file
         message = f"{who} differs from the file's expected output on {name!r}: {_describe(c)}"
@@ -147,8 +152,13 @@ def capture_mismatch(ev: Evidence) -> list[Finding]:
     if not bad:
         return []
     name, c = max(bad.items(), key=lambda item: item[1].max_abs)
-    return [Finding("capture-mismatch", f"capture output {name!r} differs from {what}: "
-                    f"{c.mismatched}/{c.total} elements, max abs {c.max_abs:.3g}")]
+    return [
+        Finding(
+            "capture-mismatch",
+            f"capture output {name!r} differs from {what}: "
+            f"{c.mismatched}/{c.total} elements, max abs {c.max_abs:.3g}",
+        )
+    ]
 
 
 def stale_layout(ev: Evidence) -> list[Finding]:
@@ -170,8 +180,14 @@ def stale_layout(ev: Evidence) -> list[Finding]:
     if not fits:
         return []
     error, _, label = min(fits)
-    return [Finding("stale-layout", f"output matches layout {label!r}'s reference (max abs "
-                    f"{error:.3g}) better than its own (max abs {own:.3g})", stale_from=label)]
+    return [
+        Finding(
+            "stale-layout",
+            f"output matches layout {label!r}'s reference (max abs "
+            f"{error:.3g}) better than its own (max abs {own:.3g})",
+            stale_from=label,
+        )
+    ]
 
 
 def nondeterministic(ev: Evidence) -> list[Finding]:
@@ -183,8 +199,12 @@ def nondeterministic(ev: Evidence) -> list[Finding]:
     for i, other in enumerate(repeats[1:], start=2):
         for name, value in first.items():
             if not np.array_equal(value, other.get(name), equal_nan=True):
-                return [Finding("nondeterministic", f"run {i} of the same input gave another "
-                                f"{name!r} than run 1")]
+                return [
+                    Finding(
+                        "nondeterministic",
+                        f"run {i} of the same input gave another {name!r} than run 1",
+                    )
+                ]
     return []
 
 
@@ -193,8 +213,13 @@ def capture_not_engaged(ev: Evidence) -> list[Finding]:
     if not ev.case.capture or ev.run.status != "ok" or ev.run.timings.runs < 2:
         return []
     if trace.replay_bind_groups_created or trace.replay_uniform_writes:
-        return [Finding("capture-not-engaged", f"replays created {trace.replay_bind_groups_created}"
-                        f" bind groups and wrote uniforms {trace.replay_uniform_writes} times")]
+        return [
+            Finding(
+                "capture-not-engaged",
+                f"replays created {trace.replay_bind_groups_created}"
+                f" bind groups and wrote uniforms {trace.replay_uniform_writes} times",
+            )
+        ]
     return []
 
 
@@ -246,8 +271,10 @@ def attribute(ev: Evidence, verdicts: frozenset[str]) -> str | None:
 def judge(ev: Evidence) -> Judgement:
     """Every detector's findings; a case that could not run here is `skipped` and nothing else."""
     known_skip = skip_reason(ev.case)
-    findings = (Finding("skipped", known_skip),) if known_skip else tuple(
-        f for detector in DETECTORS for f in detector(ev)
+    findings = (
+        (Finding("skipped", known_skip),)
+        if known_skip
+        else tuple(f for detector in DETECTORS for f in detector(ev))
     )
     if any(f.verdict == "skipped" for f in findings):
         findings = tuple(f for f in findings if f.verdict == "skipped")

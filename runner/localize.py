@@ -51,7 +51,9 @@ def expose_intermediates(workload: Workload) -> Exposed:
         model.graph.output.append(helper.make_tensor_value_info(output, types[output], None))
     names = tuple(o.name for o in model.graph.output)
     exposed = dataclasses.replace(
-        workload, key=workload.key + "+intermediates", model=model.SerializeToString(),
+        workload,
+        key=workload.key + "+intermediates",
+        model=model.SerializeToString(),
         output_names=names,
     )
     return Exposed(exposed, tuple(nodes))
@@ -86,7 +88,13 @@ def first_divergent_node(
             continue
         result = compare(got[output], want[output], case.tolerance)
         if not result.ok:
-            return {"op_type": op_type, "name": node, "output": output, "against": against,
-                    "max_abs": result.max_abs if result.max_abs != float("inf") else None,
-                    "mismatched": result.mismatched, "total": result.total}
+            return {
+                "op_type": op_type,
+                "name": node,
+                "output": output,
+                "against": against,
+                "max_abs": result.max_abs if result.max_abs != float("inf") else None,
+                "mismatched": result.mismatched,
+                "total": result.total,
+            }
     return None

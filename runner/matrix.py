@@ -147,9 +147,12 @@ def _with_revisits(cases: list[Case]) -> list[Case]:
 def _apply_rules(case: Case, suite: Suite) -> Case:
     for rule in suite.cases:  # the last matching rule wins, like later CSS rules
         if _rule_matches(rule.match, case.fields()):
-            case = dataclasses.replace(case, expectation=rule.expectation,
-                                       tolerance=rule.tolerance or case.tolerance,
-                                       inject=rule.inject)
+            case = dataclasses.replace(
+                case,
+                expectation=rule.expectation,
+                tolerance=rule.tolerance or case.tolerance,
+                inject=rule.inject,
+            )
     return case
 
 

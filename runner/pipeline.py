@@ -148,20 +148,21 @@ def execute(
             for case in cases:
                 if deadline is not None and time.monotonic() > deadline:
                     status = "incomplete"
-                    message = (f"run timeout: {run_timeout_s:g} s passed with "
-                               f"{len(cases) - len(results)} case(s) not run")
+                    message = (
+                        f"run timeout: {run_timeout_s:g} s passed with "
+                        f"{len(cases) - len(results)} case(s) not run"
+                    )
                     break
                 case = dataclasses.replace(case, inject=case.inject | options.inject)
                 on_start(case)
                 if case.backend.name not in backends:
-                    backend = backends[case.backend.name] = open_backend(case.backend.name,
-                                                                         options)
+                    backend = backends[case.backend.name] = open_backend(case.backend.name, options)
                     closing.callback(backend.close)
                     # callbacks run last-in first-out: read the environment before closing
-                    closing.callback(_record_environment, environments, case.backend.name,
-                                     backend)
-                result = _run_case(run_id, case, backends[case.backend.name], oracle, sequence,
-                                   localize)
+                    closing.callback(_record_environment, environments, case.backend.name, backend)
+                result = _run_case(
+                    run_id, case, backends[case.backend.name], oracle, sequence, localize
+                )
                 for store in stores:
                     store.record(result.to_dict())
                 results.append(result)
@@ -173,8 +174,9 @@ def execute(
         status, message = "environment-unusable", str(exc)
     finally:
         run["environment"]["backends"] = environments
-        run.update(ended=_now(), status=status, message=message,
-                   references_computed=oracle.computed)
+        run.update(
+            ended=_now(), status=status, message=message, references_computed=oracle.computed
+        )
         for store in stores:
             store.end_run(run)
         history.close()

@@ -28,8 +28,13 @@ backends: [reference]
 
 
 def regress(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "runner", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd or REPO, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd or REPO,
+        timeout=600,
+    )
 
 
 @pytest.fixture
@@ -70,12 +75,15 @@ def test_run_records_every_case(write_suite, tmp_path, result_schema):
 
 
 def test_unexpected_pass_fails_the_run(write_suite, tmp_path):
-    suite = write_suite(SUITE + """
+    suite = write_suite(
+        SUITE
+        + """
 cases:
   - match: {layout: big-eps, capture: capture, model: enc}
     bug: https://github.com/microsoft/onnxruntime/issues/29594
     expect: capture-mismatch
-""")
+"""
+    )
     proc = regress("run", suite, "--out", tmp_path / "r", "--runs", "1")
     assert proc.returncode == 1
     assert "unexpected-pass enc/batch=1,sequence=8/layout=big-eps/reference/capture" in proc.stderr

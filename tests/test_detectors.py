@@ -45,12 +45,15 @@ def test_clean_sequence_passes_without_localization(write_suite, tmp_path):
 
 
 def test_only_the_second_layout_poisoned_names_the_first(write_suite, tmp_path):
-    path = write_suite(SEQUENCE + """
+    path = write_suite(
+        SEQUENCE
+        + """
 cases:
   - match: {layout: second, capture: capture}
     inject: [shape-only-capture-cache]
     expect: stale-layout
-""")
+"""
+    )
     results = run_suite(path, tmp_path)
     poisoned = results["enc/batch=1,sequence=16/layout=second/wgpu/capture"]
     assert poisoned["verdicts"] == ["capture-mismatch", "stale-layout"]
@@ -69,8 +72,9 @@ cases:
 
 
 def test_run_wide_inject_poisons_every_layout_change(write_suite, tmp_path):
-    results = run_suite(write_suite(SEQUENCE), tmp_path,
-                        inject=frozenset({"shape-only-capture-cache"}))
+    results = run_suite(
+        write_suite(SEQUENCE), tmp_path, inject=frozenset({"shape-only-capture-cache"})
+    )
     verdicts = {case: r["verdict"] for case, r in results.items()}
     assert verdicts["enc/batch=1,sequence=16/layout=second/wgpu/capture"] == "stale-layout"
     assert list(verdicts.values()).count("pass") == 4
@@ -89,8 +93,12 @@ def test_canary_suite_sees_every_injected_fault(tmp_path):
     summary = execute(cases, tmp_path, BackendOptions(runs=3))
     injected = [r for r in summary.results if r.injected]
     assert {fault for r in injected for fault in r.injected} == {
-        "shape-only-capture-cache", "row-mean-skips-first", "capture-falls-back-to-eager",
-        "racy-replay", "stale-input-binding", "stale-uniform-binding",
+        "shape-only-capture-cache",
+        "row-mean-skips-first",
+        "capture-falls-back-to-eager",
+        "racy-replay",
+        "stale-input-binding",
+        "stale-uniform-binding",
     }
     assert all(r.outcome == "expected" and r.verdict != "pass" for r in injected)
     assert all(r.verdict == "pass" for r in summary.results if not r.injected)

@@ -27,13 +27,19 @@ OTHER = {"y": REF["y"] + 0.5}  # another layout's reference (e.g. another eps)
 def case(capture: bool, label: str = "B") -> Case:
     model = ModelSpec("m", builtin="encoder", encoder=EncoderParams())
     suite = Suite("s", Path("s.yaml"), (model,), (), (Layout(label),), (BackendTarget("wgpu"),))
-    return Case(suite, model, Shape((("batch", 1),)), Layout(label), BackendTarget("wgpu"),
-                capture, Tolerance())
+    return Case(
+        suite,
+        model,
+        Shape((("batch", 1),)),
+        Layout(label),
+        BackendTarget("wgpu"),
+        capture,
+        Tolerance(),
+    )
 
 
 def run(*outputs, **trace) -> BackendRun:
-    return BackendRun(runs=tuple(outputs), timings=Timings(runs=len(outputs)),
-                      trace=Trace(**trace))
+    return BackendRun(runs=tuple(outputs), timings=Timings(runs=len(outputs)), trace=Trace(**trace))
 
 
 def verdicts(ev: Evidence) -> set[str]:
@@ -69,8 +75,13 @@ def test_capture_mismatch_against_eager():
 
 def test_stale_layout_names_the_earlier_layout():
     eager = run(REF, REF, REF)
-    ev = Evidence(case(True), run(OTHER, OTHER, OTHER), REF, eager=eager,
-                  earlier=(("A", OTHER), ("C", {"y": REF["y"] - 3})))
+    ev = Evidence(
+        case(True),
+        run(OTHER, OTHER, OTHER),
+        REF,
+        eager=eager,
+        earlier=(("A", OTHER), ("C", {"y": REF["y"] - 3})),
+    )
     judgement = judge(ev)
     assert judgement.verdict == "stale-layout"
     assert judgement.verdicts == {"stale-layout", "capture-mismatch"}

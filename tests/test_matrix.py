@@ -64,14 +64,19 @@ def test_sequences_return_to_their_first_layout(suite):
 
 
 def test_exclude_and_include(write_suite):
-    suite = load_suite(write_suite(SUITE + """
+    suite = load_suite(
+        write_suite(
+            SUITE
+            + """
 exclude:
   - {backend: ort-web, capture: eager}
   - {model: b, shape: {batch: 2}}
 include:
   - {model: a, backend: wgpu, tolerance: {abs: 0.5}}
   - {model: b, shape: {batch: 4, sequence: 8}, backend: wgpu, layout: small-eps, capture: capture}
-"""))
+"""
+        )
+    )
     cases = expand_matrix([suite])
     ids = {case.id for case in cases}
     assert not any("ort-web" in i and i.endswith("/eager") for i in ids)
@@ -86,14 +91,19 @@ include:
 
 
 def test_case_rules_attach_expectations(write_suite):
-    suite = load_suite(write_suite(SUITE + """
+    suite = load_suite(
+        write_suite(
+            SUITE
+            + """
 cases:
   - match: {layout: small-eps, capture: capture, backend: "ort-web:*"}
     bug: microsoft/onnxruntime#29594
     expect: [stale-layout, capture-mismatch]
     reason: replay keeps the first layout's eps
     tolerance: {abs: 0.01, rel: 0.0}
-"""))
+"""
+        )
+    )
     cases = expand_matrix([suite])
     marked = [c for c in cases if c.expectation.bug]
     assert len(marked) == 2 * 2 * 3  # models x shapes x builds (revisits are of another layout)

@@ -62,10 +62,20 @@ COMMON = {
     "Gelu tanh": PASS,
     "StringNormalizer": TYPE,
 }
-ON_REFERENCE = {**COMMON, "FastGelu": PASS, "Clip with max only": PASS, "Scaler": PASS,
-                "Add float16": PASS}
-ON_WGPU = {**COMMON, "FastGelu": BACKEND, "Clip with max only": BACKEND, "Scaler": BACKEND,
-           "Add float16": TYPE}
+ON_REFERENCE = {
+    **COMMON,
+    "FastGelu": PASS,
+    "Clip with max only": PASS,
+    "Scaler": PASS,
+    "Add float16": PASS,
+}
+ON_WGPU = {
+    **COMMON,
+    "FastGelu": BACKEND,
+    "Clip with max only": BACKEND,
+    "Scaler": BACKEND,
+    "Add float16": TYPE,
+}
 
 
 def example_cases(backend: BackendTarget) -> list[Case]:
@@ -94,20 +104,25 @@ def op_models(suite):
 
 def test_jsonc_reads_comments_trailing_commas_and_positions(tmp_path):
     path = tmp_path / "t.jsonc"
-    path.write_text('// a comment\n[\n  /* block\n */ {"name": "a // b /* c */", '
-                    '"x": [1, -2.5e1, true, null,],},\n]\n')
+    path.write_text(
+        '// a comment\n[\n  /* block\n */ {"name": "a // b /* c */", '
+        '"x": [1, -2.5e1, true, null,],},\n]\n'
+    )
     located = load_jsonc(path)
     assert located.data == [{"name": "a // b /* c */", "x": [1, -25.0, True, None]}]
     assert located.values[(0, "x", 1)] == (4, 41)
     assert located.keys[(0, "x")] == (4, 32)
 
 
-@pytest.mark.parametrize("text, where, message", [
-    ('[{"a": 1 "b": 2}]', (1, 10), "expected ',' or '}'"),
-    ('[1, 2', (1, 6), "expected ',' or ']'"),
-    ('[/* open', (1, 2), "comment never closed"),
-    ('{"a": 1, "a": 2}', (1, 10), "duplicate key 'a'"),
-])
+@pytest.mark.parametrize(
+    "text, where, message",
+    [
+        ('[{"a": 1 "b": 2}]', (1, 10), "expected ',' or '}'"),
+        ("[1, 2", (1, 6), "expected ',' or ']'"),
+        ("[/* open", (1, 2), "comment never closed"),
+        ('{"a": 1, "a": 2}', (1, 10), "duplicate key 'a'"),
+    ],
+)
 def test_jsonc_syntax_errors_are_located(tmp_path, text, where, message):
     path = tmp_path / "t.jsonc"
     path.write_text(text)
@@ -125,33 +140,46 @@ def test_fixtures_read_every_field():
     test = unbiased.op_test.test
     assert (test.operator, test.domain, test.opset) == ("LayerNormalization", "", 17)
     assert test.attributes == (
-        OpAttribute("axis", "int", -1), OpAttribute("epsilon", "float", 1e-5))
+        OpAttribute("axis", "int", -1),
+        OpAttribute("epsilon", "float", 1e-5),
+    )
     assert test.input_types == ("float32", "float32", None)  # `{"data": null, "type": ...}`
     assert test.input_shapes == (  # rankOnly
-        ("_input_0_d0", "_input_0_d1"), ("_input_1_d0",), None)
+        ("_input_0_d0", "_input_0_d1"),
+        ("_input_1_d0",),
+        None,
+    )
     assert unbiased.shapes[0].as_dict() == {"_input_0_d0": 3, "_input_0_d1": 4, "_input_1_d0": 4}
 
     batch = models["ort-ops/layer-norm/LayerNorm with bias, symbolic batch/batch=3"]
     assert batch.op_test.test.input_shapes == (("batch", 4), (4,), (4,))
     assert batch.shapes[0].as_dict() == {"batch": 3}
     assert models["ort-ops/softmax/Softmax static/T[2,3] small"].op_test.test.input_shapes == (
-        (2, 3),)
+        (2, 3),
+    )
     transpose = models["ort-ops/data-movement/Transpose perm=[1,0,2]/T[2,3,2]"].op_test.test
     assert transpose.input_shapes == (None,) and transpose.attributes == (
-        OpAttribute("perm", "ints", (1, 0, 2)),)
-    assert models["ort-ops/softmax/Softmax where Linux is not/T[3]"].op_test.test \
-        .platform_condition == "^((?!Linux).)*$"
+        OpAttribute("perm", "ints", (1, 0, 2)),
+    )
+    assert (
+        models["ort-ops/softmax/Softmax where Linux is not/T[3]"].op_test.test.platform_condition
+        == "^((?!Linux).)*$"
+    )
 
     default = models["ort-ops/add/Add with broadcast/T[2,3] T[3]"].op_test.test
     assert (default.domain, default.opset) == ("", 18)  # no opset: ORT-web runner's default
     contrib = models["ort-ops/contrib/FastGelu/T[2,3]"].op_test.test
     assert (contrib.domain, contrib.opset) == ("com.microsoft", 1)
     scaler = models["ort-ops/attributes-and-types/Scaler/T[2,2]"].op_test.test
-    assert (scaler.domain, scaler.attributes[0]) == ("ai.onnx.ml", OpAttribute("offset", "floats",
-                                                                                (1, 2)))
+    assert (scaler.domain, scaler.attributes[0]) == (
+        "ai.onnx.ml",
+        OpAttribute("offset", "floats", (1, 2)),
+    )
     normalizer = models["ort-ops/attributes-and-types/StringNormalizer/S[3]"].op_test.test
-    assert normalizer.attributes == (OpAttribute("stopwords", "strings", ("the",)),
-                                     OpAttribute("case_change_action", "string", "LOWER"))
+    assert normalizer.attributes == (
+        OpAttribute("stopwords", "strings", ("the",)),
+        OpAttribute("case_change_action", "string", "LOWER"),
+    )
     clip = models["ort-ops/attributes-and-types/Clip with max only/T[6] max=1.5"].op_test
     assert clip.test.input_types == ("float32", None, "float32") and clip.inputs[1] is None
 
@@ -172,8 +200,10 @@ def test_repeated_and_slashed_names_stay_unique_and_readable(write_suite, suite_
     (suite_dir / "ops/relu.jsonc").write_text(f"[{test}, {test}]")
     path = write_suite("models:\n  ops: {ort_op_tests: ops}\nbackends: [reference]\n")
     assert [m.name for m in load_suite(path).models] == [
-        "ops/relu/Same name/a-b", "ops/relu/Same name/a-b #2",
-        "ops/relu/Same name #2/a-b", "ops/relu/Same name #2/a-b #2",
+        "ops/relu/Same name/a-b",
+        "ops/relu/Same name/a-b #2",
+        "ops/relu/Same name #2/a-b",
+        "ops/relu/Same name #2/a-b #2",
     ]
 
 
@@ -256,33 +286,47 @@ def test_suite_level_problems(write_suite, monkeypatch):
 
 def test_one_node_model_as_ort_web_builds_it():
     models = op_models(load_suite(EXAMPLE))
-    clip = onnx.load_from_string(op_test_model(
-        models["ort-ops/attributes-and-types/Clip with max only/T[6] max=1.5"].op_test.test))
+    clip = onnx.load_from_string(
+        op_test_model(
+            models["ort-ops/attributes-and-types/Clip with max only/T[6] max=1.5"].op_test.test
+        )
+    )
     [node] = clip.graph.node
     assert (node.op_type, node.name, list(node.input), list(node.output)) == (
-        "Clip", "Clip", ["input_0", "", "input_2"], ["output_0"])  # the omitted min: ""
+        "Clip",
+        "Clip",
+        ["input_0", "", "input_2"],
+        ["output_0"],
+    )  # the omitted min: ""
     assert [i.name for i in clip.graph.input] == ["input_0", "input_2"]
 
-    norm = onnx.load_from_string(op_test_model(
-        models["ort-ops/layer-norm/LayerNorm with bias, symbolic batch/batch=1"].op_test.test))
+    norm = onnx.load_from_string(
+        op_test_model(
+            models["ort-ops/layer-norm/LayerNorm with bias, symbolic batch/batch=1"].op_test.test
+        )
+    )
     assert [(o.domain, o.version) for o in norm.opset_import] == [("", 17)]
     dims = norm.graph.input[0].type.tensor_type.shape.dim
     assert [d.dim_param or d.dim_value for d in dims] == ["batch", 4]
-    assert {a.name: onnx.helper.get_attribute_value(a) for a in norm.graph.node[0].attribute} \
-        == {"epsilon": pytest.approx(1e-3)}
-    unbiased = onnx.load_from_string(op_test_model(
-        models["ort-ops/layer-norm/LayerNorm without bias/T[2,4]"].op_test.test))
+    assert {a.name: onnx.helper.get_attribute_value(a) for a in norm.graph.node[0].attribute} == {
+        "epsilon": pytest.approx(1e-3)
+    }
+    unbiased = onnx.load_from_string(
+        op_test_model(models["ort-ops/layer-norm/LayerNorm without bias/T[2,4]"].op_test.test)
+    )
     assert list(unbiased.graph.node[0].input) == ["input_0", "input_1"]  # trailing omitted: gone
 
-    scaler = onnx.load_from_string(op_test_model(
-        models["ort-ops/attributes-and-types/Scaler/T[2,2]"].op_test.test))
+    scaler = onnx.load_from_string(
+        op_test_model(models["ort-ops/attributes-and-types/Scaler/T[2,2]"].op_test.test)
+    )
     assert [(o.domain, o.version) for o in scaler.opset_import] == [("ai.onnx.ml", 1)]
     assert list(scaler.graph.node[0].attribute[0].floats) == [1.0, 2.0]
 
 
 def test_a_case_materializes_with_the_files_tensors_and_pinned_dims():
-    [case] = select_cases(example_cases(WGPU),
-                          ["*/LayerNorm with bias, symbolic batch/batch=3/wgpu/capture"])
+    [case] = select_cases(
+        example_cases(WGPU), ["*/LayerNorm with bias, symbolic batch/batch=3/wgpu/capture"]
+    )
     workload = materialize(case)
     assert workload.shape == {"batch": 3}
     assert workload.output_names == ("output_0",)
@@ -295,8 +339,9 @@ def test_a_scalar_input_keeps_its_rank():
     workload = materialize(scalar)
     assert workload.inputs["input_1"].shape == ()
     as_vector = dict(workload.inputs, input_1=workload.inputs["input_1"].reshape(1))
-    assert _workload_key(b"m", {}, workload.inputs) != _workload_key(b"m", {}, as_vector), \
+    assert _workload_key(b"m", {}, workload.inputs) != _workload_key(b"m", {}, as_vector), (
         "the oracle must not serve a [1] index's reference to a scalar index"
+    )
 
 
 def test_ids_are_readable_and_file_test_operator_select():
@@ -306,11 +351,14 @@ def test_ids_are_readable_and_file_test_operator_select():
     assert "ort-ops/layer-norm/LayerNorm without bias/T[2,4]/wgpu/capture" in ids
     norm = select_cases(cases, ["operator=LayerNormalization"])
     assert {c.model.op_test.test.name for c in norm} == {
-        "LayerNorm without bias", "LayerNorm with bias, symbolic batch",
-        "LayerNorm, expected output deliberately wrong"}
+        "LayerNorm without bias",
+        "LayerNorm with bias, symbolic batch",
+        "LayerNorm, expected output deliberately wrong",
+    }
     assert len(select_cases(cases, ["file=softmax.jsonc"])) == 8
     assert [c.id for c in select_cases(cases, ["test=Gelu*", "capture=eager"])] == [
-        "ort-ops/contrib/Gelu tanh/T[2,3]/wgpu/eager"]
+        "ort-ops/contrib/Gelu tanh/T[2,3]/wgpu/eager"
+    ]
     wrong = select_cases(cases, ["*deliberately*"])
     assert {c.expectation.expect for c in wrong} == {frozenset({"expected-mismatch"})}
 
@@ -322,18 +370,22 @@ def test_skip_reasons_are_known_before_running():
     cases = {c.id: c for c in example_cases(WGPU)}
     reasons = {
         test: skip_reason(cases[f"ort-ops/{test}/wgpu/eager"])
-        for test in ("softmax/Softmax where Linux is not/T[3]", "attributes-and-types/Add float16"
-                     "/H[4] H[4]", "attributes-and-types/StringNormalizer/S[3]",
-                     "contrib/BiasSplitGelu/T[1,1,4] B[4]", "add/Add int32/T[4] T[4]")
+        for test in (
+            "softmax/Softmax where Linux is not/T[3]",
+            "attributes-and-types/Add float16/H[4] H[4]",
+            "attributes-and-types/StringNormalizer/S[3]",
+            "contrib/BiasSplitGelu/T[1,1,4] B[4]",
+            "add/Add int32/T[4] T[4]",
+        )
     }
     assert platform_description("wgpu").startswith("wgpu-native on Linux")
     assert reasons == {
         "softmax/Softmax where Linux is not/T[3]": "platform condition not met: "
         "'^((?!Linux).)*$' does not match 'wgpu-native on Linux 64-bit'",
-        "attributes-and-types/Add float16/H[4] H[4]":
-            "element type the backend lacks: wgpu has no float16 tensors",
-        "attributes-and-types/StringNormalizer/S[3]":
-            "element type the backend lacks: string tensors (the judge compares numbers only)",
+        "attributes-and-types/Add float16/H[4] H[4]": "element type the backend lacks: "
+        "wgpu has no float16 tensors",
+        "attributes-and-types/StringNormalizer/S[3]": "element type the backend lacks: "
+        "string tensors (the judge compares numbers only)",
         "contrib/BiasSplitGelu/T[1,1,4] B[4]": "onnxruntime CPU lacks the operator or type: "
         "Could not find an implementation for BiasSplitGelu(1) node with name 'BiasSplitGelu'",
         "add/Add int32/T[4] T[4]": None,
@@ -350,7 +402,8 @@ def test_backend_types_are_the_backends_own():
 
     assert BACKEND_TYPES["ort-web"] == set(TENSOR_TYPES)
     assert BACKEND_TYPES["wgpu"] == {
-        np.dtype(helper.tensor_dtype_to_np_dtype(t)).name for t in DEVICE_TYPES}
+        np.dtype(helper.tensor_dtype_to_np_dtype(t)).name for t in DEVICE_TYPES
+    }
 
 
 def _runs(outputs) -> BackendRun:
@@ -360,8 +413,7 @@ def _runs(outputs) -> BackendRun:
 @pytest.fixture(scope="module")
 def wrong_file_cases():
     cases = {c.capture: c for c in select_cases(example_cases(WGPU), ["*deliberately*"])}
-    reference = {"output_0": np.array([[-1.3411044, -0.3940696, 0.4470348, 2.1822088]],
-                                      np.float32)}
+    reference = {"output_0": np.array([[-1.3411044, -0.3940696, 0.4470348, 2.1822088]], np.float32)}
     return cases, reference, expected_outputs(cases[False].model.op_test)
 
 
@@ -373,7 +425,8 @@ def test_a_wrong_file_says_so(wrong_file_cases):
     assert judgement.message == (
         "eager output differs from the file's expected output on 'output_0': 1/4 elements, "
         "max abs 0.5; the file's expected output disagrees with onnxruntime CPU on 'output_0': "
-        "1/4 elements, max abs 0.5")
+        "1/4 elements, max abs 0.5"
+    )
     capture = judge(Evidence(cases[True], _runs(reference), reference, eager=eager))
     assert capture.verdicts == {"expected-mismatch"}
     assert capture.message.startswith("eager twin differs from the file's expected output")
@@ -385,7 +438,8 @@ def test_a_backend_siding_with_the_file_against_onnxruntime_says_so(wrong_file_c
     assert judgement.verdicts == {"reference-mismatch"}
     assert judgement.message.endswith(
         "; the file's expected output disagrees with onnxruntime CPU on 'output_0': 1/4 "
-        "elements, max abs 0.5, and the eager output agrees with the file")
+        "elements, max abs 0.5, and the eager output agrees with the file"
+    )
 
 
 def test_a_kernel_bug_shows_against_both_and_capture_against_eager(wrong_file_cases):
@@ -404,8 +458,10 @@ def test_integers_match_the_file_exactly():
     off_by_one = {"output_0": expected["output_0"] + np.array([0, 0, 0, 1], np.int32)}
     judgement = judge(Evidence(case, _runs(off_by_one), expected))
     assert judgement.verdicts == {"expected-mismatch"}, "within ratio 1.00001, but not equal"
-    assert judgement.message == ("eager output differs from the file's expected output on "
-                                 "'output_0': 1/4 elements, max abs 1")
+    assert judgement.message == (
+        "eager output differs from the file's expected output on "
+        "'output_0': 1/4 elements, max abs 1"
+    )
 
 
 def test_a_backend_lacking_the_op_is_a_skip_not_a_failure(wrong_file_cases):
@@ -413,15 +469,25 @@ def test_a_backend_lacking_the_op_is_a_skip_not_a_failure(wrong_file_cases):
     for status, message in [
         ("unsupported-op", "LayerNormalization (node 'x'): no WGSL kernel"),
         ("capture-unsupported", "This session cannot use the graph capture feature"),
-        ("error", "Can't create a session. ERROR_CODE: 6, ERROR_MESSAGE: No Op registered for "
-                  "LayerNormalization with domain_version of 17"),
+        (
+            "error",
+            "Can't create a session. ERROR_CODE: 6, ERROR_MESSAGE: No Op registered for "
+            "LayerNormalization with domain_version of 17",
+        ),
     ]:
-        judgement = judge(Evidence(cases[True], BackendRun(status=status, message=message),
-                                   reference, eager=_runs(reference)))
+        judgement = judge(
+            Evidence(
+                cases[True],
+                BackendRun(status=status, message=message),
+                reference,
+                eager=_runs(reference),
+            )
+        )
         assert judgement.verdicts == {"skipped"}, status
         assert judgement.message == f"backend lacks the operator or type: {status}: {message}"
-    other = judge(Evidence(cases[True], BackendRun(status="error", message="device lost"),
-                           reference))
+    other = judge(
+        Evidence(cases[True], BackendRun(status="error", message="device lost"), reference)
+    )
     assert other.verdicts == {"error"}
 
 
@@ -436,17 +502,24 @@ def test_refused_cases_fail_alone_as_errors(write_suite, suite_dir, tmp_path):
       {{ "name": "two", "inputs": [{one}, {one}], "outputs": [{one}] }},
       {{ "name": "one", "inputs": [{one}], "outputs": [{one}] }} ] }},
 ]""")
-    path = write_suite("models:\n  ops: {ort_op_tests: relu.jsonc}\nbackends: [reference]\n"
-                       "capture: eager\n")
+    path = write_suite(
+        "models:\n  ops: {ort_op_tests: relu.jsonc}\nbackends: [reference]\ncapture: eager\n"
+    )
     summary_ = execute(expand_matrix([load_suite(path)]), tmp_path / "out", BackendOptions())
     assert {r.case_id: (r.verdict, r.message) for r in summary_.results} == {
         "ops/relu/fine/ok/reference/eager": ("pass", ""),
         "ops/relu/fine/short/reference/eager": (
-            "error", "ValueError: input 0 has 1 values for dims [2] (2 elements)"),
+            "error",
+            "ValueError: input 0 has 1 values for dims [2] (2 elements)",
+        ),
         "ops/relu/uneven/two/reference/eager": (
-            "error", "ValueError: the test's cases differ in how many inputs or outputs they have"),
+            "error",
+            "ValueError: the test's cases differ in how many inputs or outputs they have",
+        ),
         "ops/relu/uneven/one/reference/eager": (
-            "error", "ValueError: the test's cases differ in how many inputs or outputs they have"),
+            "error",
+            "ValueError: the test's cases differ in how many inputs or outputs they have",
+        ),
     }
 
 
@@ -460,18 +533,27 @@ def test_fixtures_on_the_reference_backend(tmp_path):
     lines = (tmp_path / "runs" / run.run_id / "results.jsonl").read_text().splitlines()
     [row] = summary.summarize([load_suite(EXAMPLE)], [json.loads(line) for line in lines])
     assert (row.backend, len(row.files), len(row.tests), len(row.cases), row.results) == (
-        "reference", 6, 19, 24, 48)
+        "reference",
+        6,
+        19,
+        24,
+        48,
+    )
     assert (row.passed, dict(row.skipped), dict(row.failed), dict(row.expected)) == (
         40,
-        {"platform condition not met": 2, "element type the backend lacks": 2,
-         "onnxruntime CPU lacks the operator or type": 2},
+        {
+            "platform condition not met": 2,
+            "element type the backend lacks": 2,
+            "onnxruntime CPU lacks the operator or type": 2,
+        },
         {"expected-mismatch": 2},
         {"expected-mismatch": 2},
     )
     assert summary.markdown([row]).splitlines()[2] == (
         "| reference | 6 | 19 | 24 | 48 | 40 | element type the backend lacks: 2; onnxruntime "
         "CPU lacks the operator or type: 2; platform condition not met: 2 | expected-mismatch: "
-        "2 (2 expected) |")
+        "2 (2 expected) |"
+    )
 
 
 @pytest.mark.gpu
@@ -483,20 +565,36 @@ def test_fixtures_on_wgpu(tmp_path):
     assert outcomes(run.results) == {test: {want} for test, want in ON_WGPU.items()}
     by_id = {r.case_id: r for r in run.results}
     clip = by_id["ort-ops/attributes-and-types/Clip with max only/T[6] max=1.5/wgpu/eager"]
-    assert clip.message == ("backend lacks the operator or type: unsupported-op: Clip (node "
-                            "'Clip'): no WGSL kernel for Clip")
+    assert clip.message == (
+        "backend lacks the operator or type: unsupported-op: Clip (node "
+        "'Clip'): no WGSL kernel for Clip"
+    )
     assert elapsed < 20, f"{elapsed:.1f} s"
 
 
 def test_the_readme_commands(tmp_path):
     """Run the example suite from the command line, filtered by operator, then summarize it."""
+
     def command(*args):
-        return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True,
-                              cwd=REPO, timeout=300)
+        return subprocess.run(
+            [sys.executable, *map(str, args)], capture_output=True, text=True, cwd=REPO, timeout=300
+        )
 
     out = tmp_path / "reports"
-    proc = command("-m", "runner", "run", EXAMPLE, "--tag", "heavy", "--backend", "reference",
-                   "--filter", "operator=LayerNormalization", "--out", out)
+    proc = command(
+        "-m",
+        "runner",
+        "run",
+        EXAMPLE,
+        "--tag",
+        "heavy",
+        "--backend",
+        "reference",
+        "--filter",
+        "operator=LayerNormalization",
+        "--out",
+        out,
+    )
     assert proc.returncode == 0, proc.stderr
     [results] = (out / "runs").glob("*/results.jsonl")
     records = [json.loads(line) for line in results.read_text().splitlines()]
@@ -507,4 +605,5 @@ def test_the_readme_commands(tmp_path):
     proc = command("-m", "runner.optests.summary", EXAMPLE, "--results", results)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[2] == (
-        "| reference | 1 | 3 | 5 | 10 | 8 | 0 | expected-mismatch: 2 (2 expected) |")
+        "| reference | 1 | 3 | 5 | 10 | 8 | 0 | expected-mismatch: 2 (2 expected) |"
+    )

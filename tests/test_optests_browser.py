@@ -34,16 +34,23 @@ BUNDLES = {
 @pytest.mark.parametrize("bundle", sorted(BUNDLES))
 def test_fixtures_on_ort_web(bundle, tmp_path):
     started = time.perf_counter()
-    run = execute(example_cases(BackendTarget("ort-web", bundle=bundle)), tmp_path,
-                  BackendOptions())
+    run = execute(
+        example_cases(BackendTarget("ort-web", bundle=bundle)), tmp_path, BackendOptions()
+    )
     elapsed = time.perf_counter() - started
     assert run.status == "complete" and run.exit_code == 0
-    want = {test: want if isinstance(want, set) else {want}
-            for test, want in BUNDLES[bundle].items()}
+    want = {
+        test: want if isinstance(want, set) else {want} for test, want in BUNDLES[bundle].items()
+    }
     assert outcomes(run.results) == want
     by_id = {r.case_id: r for r in run.results}
-    wrong = by_id[f"ort-ops/layer-norm/LayerNorm, expected output deliberately wrong/T[1,4]/"
-                  f"ort-web:{bundle}/capture"]
-    assert wrong.outcome == "expected" and "the file's expected output disagrees with " \
-        "onnxruntime CPU on 'output_0'" in wrong.message
+    wrong = by_id[
+        f"ort-ops/layer-norm/LayerNorm, expected output deliberately wrong/T[1,4]/"
+        f"ort-web:{bundle}/capture"
+    ]
+    assert (
+        wrong.outcome == "expected"
+        and "the file's expected output disagrees with onnxruntime CPU on 'output_0'"
+        in wrong.message
+    )
     assert elapsed < 40, f"{elapsed:.1f} s"

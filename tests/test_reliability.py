@@ -54,9 +54,13 @@ def test_sigterm_keeps_finished_results_and_marks_the_run(write_suite, tmp_path)
     shapes = "\n".join(f"  - {{batch: 1, sequence: {8 + i}}}" for i in range(40))
     suite = write_suite(SUITE.replace("  - {batch: 1, sequence: 8}", shapes))
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "runner", "run", str(suite), "--out", str(out),
-                             "--runs", "2"], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runner", "run", str(suite), "--out", str(out), "--runs", "2"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         jsonl = list(out.glob("runs/*/results.jsonl"))
@@ -79,8 +83,9 @@ def _write_many(path, writer: int, count: int) -> None:
     history = SqliteHistory(path)
     history.begin_run({"run_id": f"run-{writer}", "started": "2026-01-01T00:00:00"})
     for i in range(count):
-        history.record({"result_id": f"{writer}-{i}", "run_id": f"run-{writer}",
-                        "case_id": f"case-{i}"})
+        history.record(
+            {"result_id": f"{writer}-{i}", "run_id": f"run-{writer}", "case_id": f"case-{i}"}
+        )
     history.close()
 
 
@@ -101,8 +106,9 @@ def test_concurrent_writers_do_not_corrupt_the_history(tmp_path):
 
 
 def test_run_timeout_stops_starting_cases(write_suite, tmp_path):
-    proc = regress("run", write_suite(SUITE), "--out", tmp_path, "--runs", "1",
-                   "--run-timeout", "0.000001")
+    proc = regress(
+        "run", write_suite(SUITE), "--out", tmp_path, "--runs", "1", "--run-timeout", "0.000001"
+    )
     assert proc.returncode == 1
     [run_json] = tmp_path.glob("runs/*/run.json")
     run = json.loads(run_json.read_text())
@@ -111,16 +117,19 @@ def test_run_timeout_stops_starting_cases(write_suite, tmp_path):
     assert "run timeout" in proc.stderr
 
 
-def test_wgpu_validation_error_is_this_cases_error_and_the_run_goes_on(suite_dir, write_suite,
-                                                                       tmp_path):
+def test_wgpu_validation_error_is_this_cases_error_and_the_run_goes_on(
+    suite_dir, write_suite, tmp_path
+):
     import onnx
     from onnx import TensorProto, helper
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g", [x], [y])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
-              suite_dir / "relu.onnx")
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+        suite_dir / "relu.onnx",
+    )
     # 160 MB in one binding: past WebGPU's default 128 MiB storage-binding limit
     suite = write_suite("""
         models:
@@ -134,8 +143,9 @@ def test_wgpu_validation_error_is_this_cases_error_and_the_run_goes_on(suite_dir
     proc = regress("run", suite, "--out", tmp_path, "--runs", "1")
     assert proc.returncode == 1
     [jsonl] = tmp_path.glob("runs/*/results.jsonl")
-    results = {json.loads(line)["shape"]["n"]: json.loads(line)
-               for line in jsonl.read_text().splitlines()}
+    results = {
+        json.loads(line)["shape"]["n"]: json.loads(line) for line in jsonl.read_text().splitlines()
+    }
     big, small = results[40000000], results[1000]
     assert big["verdict"] == "error" and "max_" in big["message"] and "limit" in big["message"]
     assert small["verdict"] == "pass"

@@ -83,15 +83,30 @@ CELLS = {
     1: Cell("encoder", "eps,heads", "wgpu", "eager", (P, P, P, P, P)),
     2: Cell("encoder", "eps,heads", "wgpu", "capture", (P, P, P, P, CM)),
     3: Cell("encoder", "heads,eps", "ort-web:jsep", "eager", (P, P, P, P, P)),
-    4: Cell("encoder", "heads,eps", "ort-web:jsep", "capture", (SL, SL, SL, SL, P),
-            expect=(SL,), bug=STALE_BUG, reason='replay binds a stale <uniform> & "eps"'),
+    4: Cell(
+        "encoder",
+        "heads,eps",
+        "ort-web:jsep",
+        "capture",
+        (SL, SL, SL, SL, P),
+        expect=(SL,),
+        bug=STALE_BUG,
+        reason='replay binds a stale <uniform> & "eps"',
+    ),
     5: Cell("encoder", "eps,heads", "ort-web:webgpu", "eager", (P, P, P, P, P)),
     6: Cell("encoder", "eps,heads", "ort-web:webgpu", "capture", (CM, CM, CM, CM, P)),
     7: Cell(MARKUP_MODEL, "eps,heads", "wgpu", "capture", (P, ND, P, ND, ND), bug=EVIL_BUG),
     8: Cell("encoder", "eps,heads", "ort-web:jsep", "eager", (P, P, P, P, P)),
-    9: Cell("encoder", "eps,heads", "ort-web:jsep", "capture", (SL, SL, SL, SL, SL),
-            expect=(SL,), bug=f"https://github.com/{STALE_BUG.replace('#', '/issues/')}",
-            reason="known"),
+    9: Cell(
+        "encoder",
+        "eps,heads",
+        "ort-web:jsep",
+        "capture",
+        (SL, SL, SL, SL, SL),
+        expect=(SL,),
+        bug=f"https://github.com/{STALE_BUG.replace('#', '/issues/')}",
+        reason="known",
+    ),
     10: Cell("encoder", "eps,heads", "ort-web:jspi", "capture", (SK, SK, SK, SK, SK)),
 }
 # The interrupted last run never reached these.
@@ -103,7 +118,8 @@ EAGER_MS = 10.0
 def capture_ms(backend: str, run: int) -> float:
     """Replay median per backend and run: the speedups the report must recover."""
     return {"wgpu": 4.0, "ort-web:jsep": 5.0, "ort-web:webgpu": 8.0, "ort-web:jspi": 5.0}[
-        backend] - 0.5 * run
+        backend
+    ] - 0.5 * run
 
 
 def outcome_of(verdict: str, expect: tuple[str, ...]) -> str:
@@ -111,14 +127,18 @@ def outcome_of(verdict: str, expect: tuple[str, ...]) -> str:
         return "skipped"
     if expect == ("pass",):
         return "expected" if verdict == P else "unexpected"
-    return "expected" if verdict in expect else ("unexpected-pass" if verdict == P else
-                                                 "unexpected")
+    return (
+        "expected" if verdict in expect else ("unexpected-pass" if verdict == P else "unexpected")
+    )
 
 
 def make_result(run_id: str, run: int, cell: Cell, suite: str = SUITE) -> dict[str, Any]:
     verdict = cell.verdicts[run]
-    error = ERRORS[verdict] * (5 if cell.capture == "capture" and run == 4 else 1) \
-        if ERRORS[verdict] else None
+    error = (
+        ERRORS[verdict] * (5 if cell.capture == "capture" and run == 4 else 1)
+        if ERRORS[verdict]
+        else None
+    )
     median = EAGER_MS if cell.capture == "eager" else capture_ms(cell.backend, run)
     record = {
         "result_id": result_id(run_id, cell.case_id),
@@ -145,17 +165,29 @@ def make_result(run_id: str, run: int, cell: Cell, suite: str = SUITE) -> dict[s
         "max_abs_error": error,
         "max_rel_error": None if error is None else error * 10,
         "tolerance": {"abs": 1e-3, "rel": 1e-5},
-        "timings": {"session_ms": 30.0, "first_run_ms": 20.0,
-                    "median_run_ms": None if verdict == SK else median, "runs": 3},
+        "timings": {
+            "session_ms": 30.0,
+            "first_run_ms": 20.0,
+            "median_run_ms": None if verdict == SK else median,
+            "runs": 3,
+        },
         "wall_ms": 120.0,
-        "trace": {"dispatches": 14, "bind_groups_created": 14, "uniform_writes": 14,
-                  "buffers_created": 30, "replay_bind_groups_created": 0,
-                  "replay_uniform_writes": 0, "errors": []},
-        "attribution": "capture only" if verdict in (CM, ND) else (
-            "capture only, after a layout change" if verdict == SL else None),
+        "trace": {
+            "dispatches": 14,
+            "bind_groups_created": 14,
+            "uniform_writes": 14,
+            "buffers_created": 30,
+            "replay_bind_groups_created": 0,
+            "replay_uniform_writes": 0,
+            "errors": [],
+        },
+        "attribution": "capture only"
+        if verdict in (CM, ND)
+        else ("capture only, after a layout change" if verdict == SL else None),
         "stale_from": "eps,heads" if verdict == SL else None,
         "divergent_node": {"op_type": "LayerNormalization", "name": "ln<0>", "max_abs": error}
-        if verdict == CM else None,
+        if verdict == CM
+        else None,
         "message": EVIL_MESSAGE if verdict == CM else f"{verdict} as seen",
         "finished_at": f"2025-01-0{run + 1}T10:00:30+00:00",
     }
@@ -165,12 +197,20 @@ def make_result(run_id: str, run: int, cell: Cell, suite: str = SUITE) -> dict[s
 
 def run_record(run_id: str, started: str, status: str, cases: int, suite: str) -> dict:
     return {
-        "run_id": run_id, "started": started, "ended": started.replace("10:00:00", "10:05:00"),
-        "status": status, "cases": cases, "suites": [suite],
+        "run_id": run_id,
+        "started": started,
+        "ended": started.replace("10:00:00", "10:05:00"),
+        "status": status,
+        "cases": cases,
+        "suites": [suite],
         "options": {"runs": 3, "inject": []},
-        "environment": {"python": "3.11.2", "onnxruntime": "1.32.0",
-                        "onnxruntime_web": "1.30.0", "platform": "<b>linux</b>",
-                        "backends": {"wgpu": {"adapter": "llvmpipe"}}},
+        "environment": {
+            "python": "3.11.2",
+            "onnxruntime": "1.32.0",
+            "onnxruntime_web": "1.30.0",
+            "platform": "<b>linux</b>",
+            "backends": {"wgpu": {"adapter": "llvmpipe"}},
+        },
         "message": "interrupted; finished results are kept" if status == "incomplete" else "",
         "references_computed": 3,
     }
@@ -193,12 +233,12 @@ def write_history(path: Path) -> dict[str, list[dict[str, Any]]]:
                 record = make_result(run_id, run, cell)
                 store.record(record)
                 written[run_id].append(record)
-            store.end_run(run_record(run_id, started, "incomplete" if last else "complete",
-                                     len(CELLS), SUITE))
+            store.end_run(
+                run_record(run_id, started, "incomplete" if last else "complete", len(CELLS), SUITE)
+            )
             if run_id == "R4":  # an unrelated suite in between: not comparable with R5
                 other = Cell("tiny", "default", "reference", "eager", (P,) * 5)
-                other_run = run_record("R4b", "2025-01-04T12:00:00+00:00", "complete", 1,
-                                       "other")
+                other_run = run_record("R4b", "2025-01-04T12:00:00+00:00", "complete", 1, "other")
                 store.begin_run(other_run)
                 store.record(make_result("R4b", 3, other, suite="other"))
                 store.end_run(other_run)
@@ -302,7 +342,8 @@ def test_the_page_is_self_contained_and_escapes_every_user_string(reports, page)
 def test_the_page_shows_the_latest_run_and_its_interruption(page):
     latest = page.get_element_by_id("latest")
     assert "Run status: incomplete — interrupted; finished results are kept. 9 of 10" in " ".join(
-        latest.text_content().split())
+        latest.text_content().split()
+    )
     assert "9 of 10 planned cases" in latest.text_content()
     glance = page.find_class("glance")[0].text_content()
     assert "2 unexpected" in glance and "1 unexpected pass" in glance
@@ -311,22 +352,33 @@ def test_the_page_shows_the_latest_run_and_its_interruption(page):
 
 def test_the_page_lists_changes_with_links_to_cases_and_bugs(page):
     rows = page.get_element_by_id("changes").xpath(".//tbody/tr")
-    shown = {row.xpath("td[2]")[0].text_content(): row.xpath("td[1]")[0].text_content()
-             for row in rows}
-    assert shown == {CELLS[2].case_id: "new failure", CELLS[4].case_id: "unexpected pass",
-                     CELLS[6].case_id: "fixed"}
+    shown = {
+        row.xpath("td[2]")[0].text_content(): row.xpath("td[1]")[0].text_content() for row in rows
+    }
+    assert shown == {
+        CELLS[2].case_id: "new failure",
+        CELLS[4].case_id: "unexpected pass",
+        CELLS[6].case_id: "fixed",
+    }
     for row in rows:
         target = row.xpath("td[2]/a/@href")[0].lstrip("#")
         assert page.get_element_by_id(target) is not None
-    unexpected_pass = next(r for r in rows if r.xpath("td[1]")[0].text_content() ==
-                           "unexpected pass")
+    unexpected_pass = next(
+        r for r in rows if r.xpath("td[1]")[0].text_content() == "unexpected pass"
+    )
     assert unexpected_pass.xpath("td[5]/a/@href") == [STALE_BUG_URL]
 
 
 def test_the_grid_shows_every_case_over_the_runs(page):
     grid = page.get_element_by_id("grid")
     assert [th.text_content() for th in grid.xpath(".//thead//th[@class='run']")] == [
-        "#1", "#2", "#3", "#4", "#5", "#6"]
+        "#1",
+        "#2",
+        "#3",
+        "#4",
+        "#5",
+        "#6",
+    ]
     rows = grid.xpath(".//tbody/tr")
     assert len(rows) == len(CELLS) + 1  # and the unrelated suite's case
     new_failure = next(r for r in rows if r.xpath("td[1]")[0].text_content() == CELLS[2].case_id)
@@ -345,8 +397,10 @@ def test_the_page_has_flaky_error_and_speedup_sections(page):
     assert errors[0].xpath(".//svg//circle[@class='over']")
     speedup = page.get_element_by_id("speedup")
     assert len(speedup.xpath(".//svg[@class='chart']//polyline")) == 3
-    rows = {r.xpath("td[1]")[0].text_content(): r.xpath("td[4]")[0].text_content()
-            for r in speedup.xpath(".//tbody/tr")}
+    rows = {
+        r.xpath("td[1]")[0].text_content(): r.xpath("td[4]")[0].text_content()
+        for r in speedup.xpath(".//tbody/tr")
+    }
     assert rows["wgpu"] == f"{EAGER_MS / capture_ms('wgpu', 4):.2f}x"
 
 
@@ -372,7 +426,8 @@ def test_an_empty_history_gives_a_page_saying_so(tmp_path):
     assert "No runs yet" in (tmp_path / "summary.md").read_text()
     assert not (tmp_path / "history.sqlite").exists()
     etree.XMLSchema(etree.parse(str(JUNIT_XSD))).assertValid(
-        etree.parse(str(tmp_path / "junit.xml")))
+        etree.parse(str(tmp_path / "junit.xml"))
+    )
 
 
 # --- the YAML case ------------------------------------------------------------------------
@@ -391,19 +446,25 @@ def validate_snippet(snippet: str, case_id: str) -> dict[str, Any]:
 def test_the_yaml_case_expects_what_was_seen(reports):
     _, written = reports
     entry = validate_snippet(case_snippet(latest(written, 2)), CELLS[2].case_id)
-    assert entry == {"match": {"id": CELLS[2].case_id}, "bug": BUG_PLACEHOLDER,
-                     "expect": [CM], "reason": EVIL_MESSAGE}
+    assert entry == {
+        "match": {"id": CELLS[2].case_id},
+        "bug": BUG_PLACEHOLDER,
+        "expect": [CM],
+        "reason": EVIL_MESSAGE,
+    }
     known = validate_snippet(case_snippet(latest(written, 9)), CELLS[9].case_id)
     assert known["bug"] == CELLS[9].bug and known["expect"] == [SL]
 
 
 def test_the_yaml_case_matches_only_its_case_when_the_id_has_glob_characters(reports):
     _, written = reports
-    record = {**latest(written, 2), "case_id": "enc*[x]?/static/layout=a/wgpu/capture",
-              "message": "line one\nbugs: [injected]\u2028also: injected"}
+    record = {
+        **latest(written, 2),
+        "case_id": "enc*[x]?/static/layout=a/wgpu/capture",
+        "message": "line one\nbugs: [injected]\u2028also: injected",
+    }
     entry = validate_snippet(case_snippet(record), record["case_id"])
-    assert not fnmatch.fnmatchcase("encXYZ[x]!/static/layout=a/wgpu/capture",
-                                   entry["match"]["id"])
+    assert not fnmatch.fnmatchcase("encXYZ[x]!/static/layout=a/wgpu/capture", entry["match"]["id"])
     assert entry["reason"] == record["message"]
 
 
@@ -444,15 +505,31 @@ def test_the_schema_accepts_pytests_own_xunit2_output(tmp_path):
         "@pytest.mark.xfail(reason='bug')\n"
         "def test_xfail(): assert 0\n"
     )
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                    "-o", "junit_family=xunit2", "--junitxml", "out.xml", "test_sample.py"],
-                   cwd=tmp_path, capture_output=True, check=False)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "junit_family=xunit2",
+            "--junitxml",
+            "out.xml",
+            "test_sample.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        check=False,
+    )
     schema = etree.XMLSchema(etree.parse(str(JUNIT_XSD)))
     schema.assertValid(etree.parse(str(tmp_path / "out.xml")))
     with_properties = etree.fromstring(
         b'<testsuites><testsuite name="s" tests="1" failures="0" errors="0"><testcase name="t">'
         b'<properties><property name="a" value="b"/></properties></testcase></testsuite>'
-        b"</testsuites>")
+        b"</testsuites>"
+    )
     assert not schema.validate(with_properties)  # why properties sit on a testsuite
 
 
@@ -471,7 +548,11 @@ def test_junit_xml_follows_xunit2_and_describes_the_latest_run(reports):
         return {p.get("name"): p.get("value") for p in suite.iter("property")}
 
     assert {k: properties(2)[k] for k in ("backend", "layout", "capture", "verdict")} == {
-        "backend": "wgpu", "layout": "eps,heads", "capture": "capture", "verdict": CM}
+        "backend": "wgpu",
+        "layout": "eps,heads",
+        "capture": "capture",
+        "verdict": CM,
+    }
     assert float(properties(2)["max_abs_error"]) == pytest.approx(1.5)
     failure = cases[CELLS[2].case_id].find("failure")
     assert failure.get("type") == CM and EVIL_MESSAGE in failure.get("message")
@@ -498,8 +579,12 @@ def test_a_latest_run_that_recorded_nothing_still_heads_the_report(tmp_path):
     write_history(tmp_path / "history.sqlite")
     store = SqliteHistory(tmp_path / "history.sqlite")
     try:
-        store.end_run({**run_record("R6", "2025-01-07T10:00:00+00:00", "environment-unusable",
-                                    10, SUITE), "message": "no WebGPU adapter <here>"})
+        store.end_run(
+            {
+                **run_record("R6", "2025-01-07T10:00:00+00:00", "environment-unusable", 10, SUITE),
+                "message": "no WebGPU adapter <here>",
+            }
+        )
     finally:
         store.close()
     build_reports(tmp_path)
@@ -556,7 +641,8 @@ def test_a_report_from_real_runs_of_the_reference_backend(write_suite, tmp_path)
     capture_id = "enc/batch=1,sequence=8/layout=eps,heads/reference/capture"
     changed = analysis.changes(history, second, first)
     assert dict(zip(changed["case_id"], changed["change"], strict=True)) == {
-        capture_id: "unexpected pass"}
+        capture_id: "unexpected pass"
+    }
     speedup = analysis.speedups(history.results)
     assert len(speedup) == 2 and (speedup["speedup"] > 0).all()
     page = lxml_html.fromstring((out / "index.html").read_bytes())

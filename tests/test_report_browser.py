@@ -19,8 +19,14 @@ from tests.test_report import CELLS, write_history
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 SECTIONS = ("latest", "changes", "grid", "flaky", "errors", "speedup", "failures")
 CHROMIUM_ARGS = [
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run",
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
 ]
 
 
@@ -52,12 +58,16 @@ def test_the_report_works_offline_in_chromium(tmp_path):
             assert total == len(CELLS) + 1
 
             def visible_grid_rows() -> list[str]:
-                return [grid_rows.nth(i).get_attribute("data-backend") or ""
-                        for i in range(total) if grid_rows.nth(i).is_visible()]
+                return [
+                    grid_rows.nth(i).get_attribute("data-backend") or ""
+                    for i in range(total)
+                    if grid_rows.nth(i).is_visible()
+                ]
 
             page.select_option("select[name=backend]", "wgpu")
             assert visible_grid_rows() == ["wgpu"] * sum(
-                c.backend == "wgpu" for c in CELLS.values())
+                c.backend == "wgpu" for c in CELLS.values()
+            )
             assert page.locator("#changes tbody tr:visible").count() == 1  # the new failure
 
             page.select_option("select[name=backend]", "")

@@ -40,7 +40,9 @@ def test_good_suite_loads_with_defaults(write_suite):
     suite = load_suite(write_suite(GOOD))
     assert suite.name == "suite"
     assert suite.backends == (
-        BackendTarget("wgpu"), BackendTarget("ort-web", "jsep"), BackendTarget("ort-web", "jspi"),
+        BackendTarget("wgpu"),
+        BackendTarget("ort-web", "jsep"),
+        BackendTarget("ort-web", "jspi"),
     )
     assert suite.capture == (False, True)
     assert suite.tolerance == Tolerance(1e-3, 1e-5)
@@ -67,9 +69,9 @@ def test_schema_errors_name_line_and_column(write_suite):
         "hidden, inputs, layers, max_positions, path, seed, shapes, style, vocab",
         f"{path}:5:13: 'two' is not of type 'integer'; expected a value of type integer",
         f"{path}:7:13: 0 is less than the minimum of 1; expected a number >= 1",
-        f"{path}:10:13: \"wasm\" is not valid here; expected ort-web builds: jsep (JavaScript EP), "
+        f'{path}:10:13: "wasm" is not valid here; expected ort-web builds: jsep (JavaScript EP), '
         "webgpu (C++ EP, asyncify), jspi (C++ EP, JSPI); a list expands.",
-        f"{path}:11:10: \"always\" is not valid here; expected Modes to run: eager, capture; "
+        f'{path}:11:10: "always" is not valid here; expected Modes to run: eager, capture; '
         "default both.",
     ]
 
@@ -186,7 +188,9 @@ def test_non_utf8_and_alias_bomb(write_suite):
 
 
 def test_layouts_expand_and_label(write_suite):
-    path = write_suite(GOOD + """
+    path = write_suite(
+        GOOD
+        + """
 layouts:
   - [heads, eps]
   - permute: [eps, heads, scale]
@@ -194,11 +198,19 @@ layouts:
     values: {eps: 1.0e-3}
   - order: [scale]
     values: {heads: 8}
-""")
+"""
+    )
     labels = [layout.label for layout in load_suite(path).layouts]
     assert labels == [
-        "heads,eps", "eps,heads,scale", "eps,scale,heads", "heads,eps,scale",
-        "heads,scale,eps", "scale,eps,heads", "scale,heads,eps", "tiny-eps", "scale+heads=8",
+        "heads,eps",
+        "eps,heads,scale",
+        "eps,scale,heads",
+        "heads,eps,scale",
+        "heads,scale,eps",
+        "scale,eps,heads",
+        "scale,heads,eps",
+        "tiny-eps",
+        "scale+heads=8",
     ]
 
 
@@ -211,14 +223,17 @@ def test_duplicate_layout_label(write_suite):
 
 
 def test_include_exclude_names_are_checked(write_suite):
-    path = write_suite(GOOD + """
+    path = write_suite(
+        GOOD
+        + """
 exclude:
   - {model: nope}
 include:
   - {layout: default, capture: eager}
   - {model: enc, capture: capture, tolerance: {abs: 0.1}}
   - {backend: wgpu, layout: other}
-""")
+"""
+    )
     assert problems(path) == [
         f"{path}:12:13: exclude names unknown model 'nope'; expected one of enc",
         f"{path}:16:29: include names unknown layout 'other'; expected one of default",

@@ -150,8 +150,9 @@ def test_stale_input_binding_is_a_capture_mismatch(backend, style):
     assert max_abs(cell.capture.outputs, cell.eager.outputs) > 1.0
     first, *replays = cell.capture.runs
     assert all(np.array_equal(first[k], r[k]) for r in replays for k in first)  # deterministic
-    inputs = {b.buffer for d in cell.capture.trace.dispatches for b in d.bindings
-              if b.role == "input"}
+    inputs = {
+        b.buffer for d in cell.capture.trace.dispatches for b in d.bindings if b.role == "input"
+    }
     assert inputs and all("capture-input" in buffer for buffer in inputs)  # the trace shows it
 
 
@@ -168,8 +169,10 @@ def test_a_faulted_cell_leaves_a_later_clean_cell_passing(fault):
         assert clean.capture.details["capture"]["recorded"]  # nothing faulted was reused
         by_shape = run_cell(fresh, "compact", frozenset({SHAPE_ONLY_CAPTURE_CACHE}))
         assert by_shape.eager_verdicts == by_shape.capture_verdicts == {"pass"}
-        assert by_shape.capture.details["capture"] == {**clean.capture.details["capture"],
-                                                      "recorded": False}
+        assert by_shape.capture.details["capture"] == {
+            **clean.capture.details["capture"],
+            "recorded": False,
+        }
     finally:
         fresh.close()
 

@@ -40,8 +40,9 @@ class ReferenceBackend:
         later = times[1:] or times
         return BackendRun(
             runs=tuple(runs),
-            timings=Timings(first_run_ms=times[0], median_run_ms=statistics.median(later),
-                            runs=len(times)),
+            timings=Timings(
+                first_run_ms=times[0], median_run_ms=statistics.median(later), runs=len(times)
+            ),
         )
 
     def close(self) -> None:

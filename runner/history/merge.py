@@ -76,10 +76,14 @@ def merge_shards(sources: list[Path], out: Path, run_id: str | None = None) -> M
         runs += source_runs
         results += source_results
     if len({_comparable(run) for run in runs}) > 1:
-        detail = "; ".join(f"run {r['run_id']}: suites {r.get('suites_digest')}, selection "
-                           f"{r.get('selection')}" for r in runs)
-        raise InvalidInput(f"shards come from different suites or selections ({detail}); "
-                           "expected shards of one suite set")
+        detail = "; ".join(
+            f"run {r['run_id']}: suites {r.get('suites_digest')}, selection {r.get('selection')}"
+            for r in runs
+        )
+        raise InvalidInput(
+            f"shards come from different suites or selections ({detail}); "
+            "expected shards of one suite set"
+        )
     target = SqliteHistory(out / "history.sqlite")
     try:
         known = {i for run in target.runs() for i in [run["run_id"], *run.get("shards", [])]}
@@ -95,8 +99,11 @@ def merge_shards(sources: list[Path], out: Path, run_id: str | None = None) -> M
         added = 0
         for result in results:
             if result["run_id"] in shard_ids:
-                merged = {**result, "run_id": run["run_id"],
-                          "result_id": result_id(run["run_id"], result["case_id"])}
+                merged = {
+                    **result,
+                    "run_id": run["run_id"],
+                    "result_id": result_id(run["run_id"], result["case_id"]),
+                }
                 for store in stores:
                     store.record(merged)
                 added += 1
@@ -107,6 +114,9 @@ def merge_shards(sources: list[Path], out: Path, run_id: str | None = None) -> M
     for source in sources:  # keep each shard's own files beside the merged run
         for shard_id in shard_ids:
             if (source / "runs" / shard_id).is_dir() and source.resolve() != out.resolve():
-                shutil.copytree(source / "runs" / shard_id, out / "runs" / "shards" / shard_id,
-                                dirs_exist_ok=True)
+                shutil.copytree(
+                    source / "runs" / shard_id,
+                    out / "runs" / "shards" / shard_id,
+                    dirs_exist_ok=True,
+                )
     return MergeSummary(run["run_id"], len(runs), added)

@@ -63,8 +63,13 @@ class CaseResult:
 
     @classmethod
     def of(
-        cls, run_id: str, case: Case, run: BackendRun, judgement: Judgement,
-        divergent_node: dict[str, Any] | None = None, wall_ms: float = 0.0,
+        cls,
+        run_id: str,
+        case: Case,
+        run: BackendRun,
+        judgement: Judgement,
+        divergent_node: dict[str, Any] | None = None,
+        wall_ms: float = 0.0,
     ) -> CaseResult:
         expect = case.expectation.expect
         return cls(

@@ -16,8 +16,21 @@ from typing import Any
 
 # Columns the report and merge query directly; the whole record is kept as JSON beside them.
 RESULT_COLUMNS = (
-    "result_id", "run_id", "case_id", "suite", "model", "layout", "backend", "bundle", "capture",
-    "verdict", "outcome", "bug", "max_abs_error", "max_rel_error", "finished_at",
+    "result_id",
+    "run_id",
+    "case_id",
+    "suite",
+    "model",
+    "layout",
+    "backend",
+    "bundle",
+    "capture",
+    "verdict",
+    "outcome",
+    "bug",
+    "max_abs_error",
+    "max_rel_error",
+    "finished_at",
 )
 
 
@@ -96,8 +109,13 @@ class SqliteHistory(ResultStore):
     def _put_run(self, run: dict[str, Any]) -> None:
         self._db.execute(
             "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?)",
-            (run["run_id"], run.get("started"), run.get("ended"), run.get("status"),
-             json.dumps(run, sort_keys=True)),
+            (
+                run["run_id"],
+                run.get("started"),
+                run.get("ended"),
+                run.get("status"),
+                json.dumps(run, sort_keys=True),
+            ),
         )
 
     def record(self, result: dict[str, Any]) -> None:

@@ -76,8 +76,9 @@ def read_op_tests(
         except (JsoncError, OSError) as exc:
             line, col = (exc.line, exc.column) if isinstance(exc, JsoncError) else (1, 1)
             message = exc.message if isinstance(exc, JsoncError) else str(exc)
-            problems.append(Problem(path, line, col, f"not an op-test file: {message}",
-                                    "JSON with comments"))
+            problems.append(
+                Problem(path, line, col, f"not an op-test file: {message}", "JSON with comments")
+            )
             continue
         reader = _FileReader(located, default_opset)
         prefix = f"{model_name}/{stems.name(_part(path.stem))}"
@@ -145,8 +146,11 @@ class _FileReader:
             try:
                 re.compile(condition)
             except re.error as exc:
-                self.problem(path + ("platformCondition",), f"platformCondition {condition!r} "
-                             f"is not a regular expression ({exc})", "a regular expression")
+                self.problem(
+                    path + ("platformCondition",),
+                    f"platformCondition {condition!r} is not a regular expression ({exc})",
+                    "a regular expression",
+                )
         raw_cases = self.field(entry, path, "cases", list, required=True) or []
         cases = [self.case(c, path + ("cases", j)) for j, c in enumerate(raw_cases)]
         if len(self.problems) > before or not cases:
@@ -220,16 +224,22 @@ class _FileReader:
             if name is None or kind is None or "data" not in attribute:
                 continue
             if kind not in _ATTRIBUTE_TYPES:
-                self.problem(where + ("type",), f"unknown attribute type {kind!r}",
-                             "one of " + ", ".join(_ATTRIBUTE_TYPES))
+                self.problem(
+                    where + ("type",),
+                    f"unknown attribute type {kind!r}",
+                    "one of " + ", ".join(_ATTRIBUTE_TYPES),
+                )
                 continue
             element, is_list = _ATTRIBUTE_TYPES[kind]
             data = attribute["data"]
             values = data if is_list and isinstance(data, list) else [data]
             if (isinstance(data, list) != is_list) or not all(_is(v, element) for v in values):
                 want = f"a list of {element}s" if is_list else f"a {element}"
-                self.problem(where + ("data",), f"{kind} attribute {name!r} has data "
-                             f"{_json_type(data)}", want)
+                self.problem(
+                    where + ("data",),
+                    f"{kind} attribute {name!r} has data {_json_type(data)}",
+                    want,
+                )
                 continue
             result.append(OpAttribute(name, kind, tuple(data) if is_list else data))
         return tuple(result)
@@ -243,8 +253,8 @@ class _FileReader:
             return
         for i, dims in enumerate(spec):
             if dims is not None and not (
-                isinstance(dims, list) and all(_is(d, "integer") or isinstance(d, str)
-                                               for d in dims)
+                isinstance(dims, list)
+                and all(_is(d, "integer") or isinstance(d, str) for d in dims)
             ):
                 self.problem(path + (i,), f"shape definition {_json_type(dims)}", expected)
 
@@ -279,8 +289,11 @@ class _FileReader:
         data = entry.get("data")
         kind = self.field(entry, path, "type", str, required=data is not None or not is_input)
         if kind is not None and kind not in TENSOR_TYPES:
-            self.problem(path + ("type",), f"unknown tensor type {kind!r}", "one of " +
-                         ", ".join(TENSOR_TYPES))
+            self.problem(
+                path + ("type",),
+                f"unknown tensor type {kind!r}",
+                "one of " + ", ".join(TENSOR_TYPES),
+            )
             return None
         if data is None:
             return OpTensor(kind, (), None) if kind else None
@@ -295,8 +308,11 @@ class _FileReader:
             return None
         wrong = next((i for i, v in enumerate(data) if not _is(v, element)), None)
         if wrong is not None:
-            self.problem(path + ("data", wrong), f"{kind} tensor data holds "
-                         f"{_json_type(data[wrong])}", expected)
+            self.problem(
+                path + ("data", wrong),
+                f"{kind} tensor data holds {_json_type(data[wrong])}",
+                expected,
+            )
             return None
         if kind is None or dims is None:
             return None
@@ -320,12 +336,13 @@ def _input_shapes(spec: Any, first: list[OpTensor | None]) -> tuple:
 def _refused_test(test: OpTest, spec: Any, cases: list[dict[str, Any]]) -> str | None:
     """Why ORT-web's runner refuses the whole test, or None."""
     first = cases[0]
-    if any(len(c["inputs"]) != len(first["inputs"]) or len(c["outputs"]) != len(first["outputs"])
-           for c in cases):
+    if any(
+        len(c["inputs"]) != len(first["inputs"]) or len(c["outputs"]) != len(first["outputs"])
+        for c in cases
+    ):
         return "the test's cases differ in how many inputs or outputs they have"
     if isinstance(spec, list) and len(spec) != len(first["inputs"]):
-        return (f"inputShapeDefinitions has {len(spec)} entries for "
-                f"{len(first['inputs'])} inputs")
+        return f"inputShapeDefinitions has {len(spec)} entries for {len(first['inputs'])} inputs"
     for case in cases:
         for i, (tensor, dims) in enumerate(zip(case["inputs"], test.input_shapes, strict=True)):
             if not _given(tensor) or dims is None:
@@ -350,8 +367,10 @@ def _refused_case(
     for role, tensors in (("input", inputs), ("output", outputs)):
         for i, tensor in enumerate(tensors):
             if tensor is not None and len(tensor.data) != math.prod(tensor.dims):
-                return (f"{role} {i} has {len(tensor.data)} values for dims "
-                        f"{list(tensor.dims)} ({math.prod(tensor.dims)} elements)")
+                return (
+                    f"{role} {i} has {len(tensor.data)} values for dims "
+                    f"{list(tensor.dims)} ({math.prod(tensor.dims)} elements)"
+                )
     return None
 
 
@@ -364,8 +383,9 @@ def _pins(test: OpTest, inputs: tuple[OpTensor | None, ...]) -> tuple[dict[str, 
         for dim, size in zip(dims, tensor.dims, strict=True):
             if isinstance(dim, str):
                 if pins.setdefault(dim, size) != size:
-                    return pins, (f"symbolic dim {dim!r} is {pins[dim]} in one input and "
-                                  f"{size} in input {i}")
+                    return pins, (
+                        f"symbolic dim {dim!r} is {pins[dim]} in one input and {size} in input {i}"
+                    )
     return pins, None
 
 

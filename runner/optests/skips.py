@@ -30,12 +30,22 @@ SKIP_REASONS = (SKIP_PLATFORM, SKIP_TYPE, SKIP_ORACLE, SKIP_BACKEND)
 # tests/test_optests.py checks these against the backends. The reference holds every type
 # (but strings, which no case here runs: the judge compares numbers).
 BACKEND_TYPES = {
-    "wgpu": frozenset(
-        {"float32", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16"}
-    ),
+    "wgpu": frozenset({"float32", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16"}),
     "ort-web": frozenset(
-        {"float32", "float16", "float64", "int64", "uint64", "int32", "uint32", "int16",
-         "uint16", "int8", "uint8", "bool"}
+        {
+            "float32",
+            "float16",
+            "float64",
+            "int64",
+            "uint64",
+            "int32",
+            "uint32",
+            "int16",
+            "uint16",
+            "int8",
+            "uint8",
+            "bool",
+        }
     ),
 }
 

@@ -40,7 +40,9 @@ def summarize(
     """Per backend (in order of first appearance), the op-test results among `results`."""
     op_tests = {
         (str(suite.path), model.name): model.op_test
-        for suite in suites for model in suite.models if model.op_test is not None
+        for suite in suites
+        for model in suite.models
+        if model.op_test is not None
     }
     summaries: dict[str, BackendSummary] = {}
     for result in results:
@@ -78,19 +80,25 @@ def markdown(summaries: Sequence[BackendSummary]) -> str:
     ]
     for s in summaries:
         skipped = "; ".join(f"{reason}: {n}" for reason, n in sorted(s.skipped.items())) or "0"
-        failed = "; ".join(
-            f"{verdict}: {n}" + (f" ({s.expected[verdict]} expected)" if s.expected[verdict]
-                                 else "")
-            for verdict, n in sorted(s.failed.items())
-        ) or "0"
-        lines.append(f"| {s.backend} | {len(s.files)} | {len(s.tests)} | {len(s.cases)} | "
-                     f"{s.results} | {s.passed} | {skipped} | {failed} |")
+        failed = (
+            "; ".join(
+                f"{verdict}: {n}"
+                + (f" ({s.expected[verdict]} expected)" if s.expected[verdict] else "")
+                for verdict, n in sorted(s.failed.items())
+            )
+            or "0"
+        )
+        lines.append(
+            f"| {s.backend} | {len(s.files)} | {len(s.tests)} | {len(s.cases)} | "
+            f"{s.results} | {s.passed} | {skipped} | {failed} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m runner.optests.summary",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m runner.optests.summary", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("suites", nargs="+", type=Path, help="the suites the run ran")
     parser.add_argument("--results", type=Path, required=True, help="a run's results.jsonl")
     args = parser.parse_args(argv)

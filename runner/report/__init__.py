@@ -35,7 +35,9 @@ def build_reports(out: Path, grid_runs: int = GRID_RUNS) -> list[Path]:
     latest_results = [] if latest is None else list(history.run_results(latest["run_id"])["record"])
     return [
         _write(out / "index.html", render_page(history, built_at, grid_runs).encode("utf-8")),
-        _write(out / "junit.xml",
-               junit_xml(None if latest is None else latest["record"], latest_results)),
+        _write(
+            out / "junit.xml",
+            junit_xml(None if latest is None else latest["record"], latest_results),
+        ),
         _write(out / "summary.md", render_summary(history).encode("utf-8")),
     ]

@@ -23,8 +23,11 @@ FACETS = ("backend", "bundle", "suite", "verdict", "outcome", "result_id")
 
 # How a result reads at a glance: its outcome, with expected failures (known bugs) apart.
 KIND_LABELS = {
-    "pass": "pass", "known": "known bug", "unexpected": "unexpected",
-    "xpass": "unexpected pass", "skipped": "skipped",
+    "pass": "pass",
+    "known": "known bug",
+    "unexpected": "unexpected",
+    "xpass": "unexpected pass",
+    "skipped": "skipped",
 }
 
 
@@ -67,13 +70,28 @@ def changes(history: History, run_id: str, previous_id: str | None) -> pd.DataFr
     A case new in this run counts as a new failure when it fails; without a previous run
     nothing is a change.
     """
-    columns = ["change", "case_id", "before_verdict", "before_outcome", "verdict", "outcome",
-               "bug", "backend", "bundle", "suite", "result_id"]
+    columns = [
+        "change",
+        "case_id",
+        "before_verdict",
+        "before_outcome",
+        "verdict",
+        "outcome",
+        "bug",
+        "backend",
+        "bundle",
+        "suite",
+        "result_id",
+    ]
     if previous_id is None:
         return pd.DataFrame(columns=columns)
     now = history.run_results(run_id).drop_duplicates("case_id", keep="last")
-    before = (history.run_results(previous_id).drop_duplicates("case_id", keep="last")
-              .set_index("case_id")[["verdict", "outcome"]].add_prefix("before_"))
+    before = (
+        history.run_results(previous_id)
+        .drop_duplicates("case_id", keep="last")
+        .set_index("case_id")[["verdict", "outcome"]]
+        .add_prefix("before_")
+    )
     joined = now.join(before, on="case_id").astype(object)
     joined = joined.where(joined.notna(), None)
     joined["change"] = [
@@ -117,8 +135,14 @@ def flaky_cases(results: pd.DataFrame, min_flips: int = FLAKY_MIN_FLIPS) -> pd.D
     grouped = results.sort_values("run_index", kind="stable").groupby("case_id")
     verdicts = grouped["verdict"].agg(list)
     flips = verdicts.map(lambda seq: sum(a != b for a, b in zip(seq, seq[1:], strict=False)))
-    table = pd.DataFrame({"verdicts": verdicts, "outcomes": grouped["outcome"].agg(list),
-                          "flips": flips, "runs": verdicts.map(len)})
+    table = pd.DataFrame(
+        {
+            "verdicts": verdicts,
+            "outcomes": grouped["outcome"].agg(list),
+            "flips": flips,
+            "runs": verdicts.map(len),
+        }
+    )
     table = table[table["flips"] >= min_flips].join(case_facets(results))
     return table.sort_values(["flips", "case_id"], ascending=[False, True]).reset_index()
 
@@ -134,12 +158,14 @@ def error_trends(results: pd.DataFrame) -> pd.DataFrame:
         point=list(zip(measured["run_index"], measured["max_abs_error"], strict=True))
     )
     grouped = measured.groupby("case_id")
-    table = pd.DataFrame({
-        "points": grouped["point"].agg(list),
-        "latest": grouped["max_abs_error"].last(),
-        "worst": grouped["max_abs_error"].max(),
-        "tolerance": grouped["tolerance_abs"].last(),
-    }).join(case_facets(results))
+    table = pd.DataFrame(
+        {
+            "points": grouped["point"].agg(list),
+            "latest": grouped["max_abs_error"].last(),
+            "worst": grouped["max_abs_error"].max(),
+            "tolerance": grouped["tolerance_abs"].last(),
+        }
+    ).join(case_facets(results))
     table = table.assign(_ratio=table["worst"] / table["tolerance"].where(table["tolerance"] > 0))
     table = table.sort_values(["_ratio", "worst"], ascending=False, na_position="last")
     return table.drop(columns="_ratio").rename_axis("case_id").reset_index()
@@ -157,14 +183,16 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
 
 def speedup_trend(pairs: pd.DataFrame) -> pd.DataFrame:
     """Median speedup per run (rows, by run index) and backend id (columns: backend and build)."""
-    return pairs.pivot_table(index="run_index", columns="backend", values="speedup",
-                             aggfunc="median").sort_index()
+    return pairs.pivot_table(
+        index="run_index", columns="backend", values="speedup", aggfunc="median"
+    ).sort_index()
 
 
 def report_failures(results: pd.DataFrame) -> pd.DataFrame:
     """Results worth a detail block: a failing verdict (known bug or not) or an unexpected pass;
     what fails the run first."""
-    shown = results[~results["verdict"].isin(["pass", "skipped"])
-                    | (results["outcome"] == "unexpected-pass")]
+    shown = results[
+        ~results["verdict"].isin(["pass", "skipped"]) | (results["outcome"] == "unexpected-pass")
+    ]
     rank = shown["outcome"].map({"unexpected": 0, "unexpected-pass": 1}).fillna(2)
     return shown.assign(_rank=rank).sort_values(["_rank", "case_id"]).drop(columns="_rank")

@@ -17,10 +17,31 @@ from runner.history import SqliteHistory
 RUN_COLUMNS = ("run_id", "started", "ended", "status", "cases", "message", "record")
 
 RESULT_COLUMNS = (
-    "result_id", "run_id", "case_id", "cell", "suite", "suite_path", "model", "shape", "layout",
-    "backend", "bundle", "capture", "verdict", "outcome", "bug", "reason", "max_abs_error",
-    "max_rel_error", "tolerance_abs", "median_run_ms", "attribution", "message", "finished_at",
-    "record", "run_index",
+    "result_id",
+    "run_id",
+    "case_id",
+    "cell",
+    "suite",
+    "suite_path",
+    "model",
+    "shape",
+    "layout",
+    "backend",
+    "bundle",
+    "capture",
+    "verdict",
+    "outcome",
+    "bug",
+    "reason",
+    "max_abs_error",
+    "max_rel_error",
+    "tolerance_abs",
+    "median_run_ms",
+    "attribution",
+    "message",
+    "finished_at",
+    "record",
+    "run_index",
 )
 
 NUMERIC_COLUMNS = ("max_abs_error", "max_rel_error", "tolerance_abs", "median_run_ms")
@@ -54,8 +75,7 @@ class History:
         )
         # Times have whole seconds: of two runs started in the same second, the one that
         # ended first (or has not ended) comes first.
-        run_frame = run_frame.sort_values(["started", "ended"], kind="stable",
-                                          na_position="first")
+        run_frame = run_frame.sort_values(["started", "ended"], kind="stable", na_position="first")
         run_frame = run_frame.reset_index(drop=True)
         position = {run_id: i for i, run_id in enumerate(run_frame["run_id"])}
         rows = [_result_row(r, position[r["run_id"]]) for r in results]
@@ -77,8 +97,12 @@ def _orphan_runs(runs: list[dict[str, Any]], results: list[dict[str, Any]]) -> l
             seen = first_seen.get(result["run_id"], result["finished_at"])
             first_seen[result["run_id"]] = min(seen, result["finished_at"])
     return [
-        {"run_id": run_id, "started": started, "status": "unknown",
-         "message": "no run record; known from its results"}
+        {
+            "run_id": run_id,
+            "started": started,
+            "status": "unknown",
+            "message": "no run record; known from its results",
+        }
         for run_id, started in first_seen.items()
     ]
 

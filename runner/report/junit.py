@@ -37,20 +37,31 @@ def case_seconds(timings: dict[str, Any]) -> float:
 def _properties(result: dict[str, Any]) -> list[tuple[str, Any]]:
     tolerance = result.get("tolerance") or {}
     named = [
-        ("run_id", result["run_id"]), ("result_id", result["result_id"]),
-        ("suite", result["suite"]), ("suite_path", result["suite_path"]),
-        ("model", result["model"]), ("shape", shape_label(result.get("shape") or {})),
-        ("layout", result["layout"]), ("layout_order", result.get("layout_order")),
+        ("run_id", result["run_id"]),
+        ("result_id", result["result_id"]),
+        ("suite", result["suite"]),
+        ("suite_path", result["suite_path"]),
+        ("model", result["model"]),
+        ("shape", shape_label(result.get("shape") or {})),
+        ("layout", result["layout"]),
+        ("layout_order", result.get("layout_order")),
         ("layout_values", result.get("layout_values")),
-        ("backend", result["backend"]), ("bundle", result.get("bundle")),
-        ("capture", result["capture"]), ("revisit", result.get("revisit")),
-        ("injected", ",".join(result.get("injected") or [])), ("verdict", result["verdict"]),
-        ("verdicts", ",".join(result["verdicts"])), ("expected", ",".join(result["expected"])),
-        ("outcome", result["outcome"]), ("bug", result.get("bug")),
+        ("backend", result["backend"]),
+        ("bundle", result.get("bundle")),
+        ("capture", result["capture"]),
+        ("revisit", result.get("revisit")),
+        ("injected", ",".join(result.get("injected") or [])),
+        ("verdict", result["verdict"]),
+        ("verdicts", ",".join(result["verdicts"])),
+        ("expected", ",".join(result["expected"])),
+        ("outcome", result["outcome"]),
+        ("bug", result.get("bug")),
         ("max_abs_error", result.get("max_abs_error")),
         ("max_rel_error", result.get("max_rel_error")),
-        ("tolerance_abs", tolerance.get("abs")), ("tolerance_rel", tolerance.get("rel")),
-        ("attribution", result.get("attribution")), ("stale_from", result.get("stale_from")),
+        ("tolerance_abs", tolerance.get("abs")),
+        ("tolerance_rel", tolerance.get("rel")),
+        ("attribution", result.get("attribution")),
+        ("stale_from", result.get("stale_from")),
         ("divergent_node", result.get("divergent_node")),
         ("trace_errors", (result.get("trace") or {}).get("errors")),
     ]
@@ -63,8 +74,10 @@ def _details(result: dict[str, Any]) -> str:
         lines.append(f"attribution: {result['attribution']}")
     if result.get("divergent_node"):
         lines.append(f"divergent node: {json.dumps(result['divergent_node'], sort_keys=True)}")
-    lines.append(f"max abs error {result.get('max_abs_error')}, "
-                 f"tolerance {(result.get('tolerance') or {}).get('abs')}")
+    lines.append(
+        f"max abs error {result.get('max_abs_error')}, "
+        f"tolerance {(result.get('tolerance') or {}).get('abs')}"
+    )
     lines.append(f"YAML case: python -m runner new-case {result['result_id']}")
     return "\n".join(lines)
 
@@ -73,22 +86,33 @@ def _verdict_element(case: ET.Element, result: dict[str, Any]) -> str | None:
     """Add the failure/skipped child; returns which kind it was (None: passed)."""
     outcome, verdict = result["outcome"], result["verdict"]
     if outcome == "skipped":
-        ET.SubElement(case, "skipped", type="pytest.skip",
-                      message=_text(result.get("reason") or result["message"]))
+        ET.SubElement(
+            case,
+            "skipped",
+            type="pytest.skip",
+            message=_text(result.get("reason") or result["message"]),
+        )
         return "skipped"
     if outcome == "expected" and verdict != "pass":
         message = f"expected {verdict}" + (f" ({result['bug']})" if result.get("bug") else "")
         ET.SubElement(case, "skipped", type="pytest.xfail", message=_text(message))
         return "skipped"
     if outcome == "unexpected-pass":
-        failure = ET.SubElement(case, "failure", type="unexpected-pass", message=_text(
-            f"[XPASS(strict)] expected {', '.join(result['expected'])} but every output passed"
-            + (f"; {result['bug']} may be fixed" if result.get("bug") else "")))
+        failure = ET.SubElement(
+            case,
+            "failure",
+            type="unexpected-pass",
+            message=_text(
+                f"[XPASS(strict)] expected {', '.join(result['expected'])} but every output passed"
+                + (f"; {result['bug']} may be fixed" if result.get("bug") else "")
+            ),
+        )
         failure.text = _text(_details(result))
         return "failure"
     if outcome == "unexpected":
-        failure = ET.SubElement(case, "failure", type=verdict,
-                                message=_text(f"{verdict}: {result['message']}"))
+        failure = ET.SubElement(
+            case, "failure", type=verdict, message=_text(f"{verdict}: {result['message']}")
+        )
         failure.text = _text(_details(result))
         return "failure"
     return None
@@ -101,15 +125,26 @@ def junit_xml(run: dict[str, Any] | None, results: list[dict[str, Any]]) -> byte
     total_time, failures = 0.0, 0
     for result in results:
         seconds = case_seconds(result.get("timings") or {})
-        suite = ET.SubElement(root, "testsuite", name=_text(result["case_id"]), tests="1",
-                              errors="0", time=f"{seconds:.3f}",
-                              timestamp=_text(result.get("finished_at") or ""))
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=_text(result["case_id"]),
+            tests="1",
+            errors="0",
+            time=f"{seconds:.3f}",
+            timestamp=_text(result.get("finished_at") or ""),
+        )
         properties = ET.SubElement(suite, "properties")
         for key, value in _properties(result):
             ET.SubElement(properties, "property", name=key, value=_text(value))
         classname = _text(f"{result['suite']}.{result['model']}")
-        case = ET.SubElement(suite, "testcase", classname=classname,
-                             name=_text(result["case_id"]), time=f"{seconds:.3f}")
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=classname,
+            name=_text(result["case_id"]),
+            time=f"{seconds:.3f}",
+        )
         kind = _verdict_element(case, result)
         suite.set("failures", "1" if kind == "failure" else "0")
         suite.set("skipped", "1" if kind == "skipped" else "0")

@@ -34,8 +34,9 @@ class _SnippetDumper(yaml.SafeDumper):
 
 
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value,
-                                   style="|" if "\n" in value else None)
+    return dumper.represent_scalar(
+        "tag:yaml.org,2002:str", value, style="|" if "\n" in value else None
+    )
 
 
 _SnippetDumper.add_representer(str, _represent_str)
@@ -77,8 +78,7 @@ def _context(result: dict[str, Any]) -> list[str]:
         f"Seen in run {result['run_id']} (result {result['result_id']}): {result['verdict']}, "
         f"outcome {result['outcome']}, max abs error {_number(result.get('max_abs_error'))} "
         f"(tolerance {_number((result.get('tolerance') or {}).get('abs'))}).",
-        f"model {result['model']}, shape {shape_label(result.get('shape') or {})}, "
-        f"layout {layout}",
+        f"model {result['model']}, shape {shape_label(result.get('shape') or {})}, layout {layout}",
         f"backend {result['backend']}, build {result.get('bundle') or 'none'}, "
         f"mode {result['capture']}",
     ]
@@ -101,8 +101,13 @@ def case_entry(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def case_snippet(result: dict[str, Any]) -> str:
-    body = yaml.dump({"cases": [case_entry(result)]}, Dumper=_SnippetDumper, sort_keys=False,
-                     allow_unicode=True, width=100)
+    body = yaml.dump(
+        {"cases": [case_entry(result)]},
+        Dumper=_SnippetDumper,
+        sort_keys=False,
+        allow_unicode=True,
+        width=100,
+    )
     return "\n".join(_context(result)) + "\n" + body
 
 
@@ -110,8 +115,9 @@ def find_result(history: Path, result_id: str) -> dict[str, Any]:
     """The stored result with this id (or unique-enough prefix); InvalidInput if none."""
     wanted = result_id.strip().lower()
     if not RESULT_ID.fullmatch(wanted):
-        raise InvalidInput(f"result id {result_id!r}: expected at least 4 hex digits, "
-                           "as shown in the report")
+        raise InvalidInput(
+            f"result id {result_id!r}: expected at least 4 hex digits, as shown in the report"
+        )
     if not history.exists():
         raise InvalidInput(f"{history}: no history yet; run `python -m runner run` first")
     store = SqliteHistory(history)
@@ -130,8 +136,12 @@ def add_new_case_parser(commands, default_out: Path = Path("reports")) -> argpar
         "new-case", help="print a YAML case for a result, ready to paste into a suite"
     )
     parser.add_argument("result_id", help="result id from the report (a unique prefix is enough)")
-    parser.add_argument("--out", type=Path, default=default_out,
-                        help="reports folder holding history.sqlite (reports/)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=default_out,
+        help="reports folder holding history.sqlite (reports/)",
+    )
     return parser
 
 

@@ -31,14 +31,24 @@ FILTERS = {"backend": "backend", "bundle": "build", "verdict": "verdict", "suite
 NO_BUNDLE = "none"  # the build filter's value for backends without builds (wgpu, reference)
 
 VERDICT_CODES = {
-    "pass": "✓", "skipped": "–", "stale-layout": "SL", "capture-not-engaged": "NE",
-    "capture-mismatch": "CM", "nondeterministic": "ND", "reference-mismatch": "RM",
-    "capture-unsupported": "CU", "unsupported-op": "UO", "timeout": "TO", "error": "ER",
+    "pass": "✓",
+    "skipped": "–",
+    "stale-layout": "SL",
+    "capture-not-engaged": "NE",
+    "capture-mismatch": "CM",
+    "nondeterministic": "ND",
+    "reference-mismatch": "RM",
+    "capture-unsupported": "CU",
+    "unsupported-op": "UO",
+    "timeout": "TO",
+    "error": "ER",
     "expected-mismatch": "EM",
 }
 
-CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
-       "img-src data:; base-uri 'none'; form-action 'none'")
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+    "img-src data:; base-uri 'none'; form-action 'none'"
+)
 
 STYLE = """
 :root { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1b1f24; }
@@ -180,15 +190,19 @@ def _section(section_id: str, title: str, body: str) -> str:
 
 
 def _table(headers: list[str], rows: list[str], numeric: set[str] = frozenset()) -> str:
-    head = "".join(f'<th class="num">{esc(h)}</th>' if h in numeric else f"<th>{esc(h)}</th>"
-                   for h in headers)
+    head = "".join(
+        f'<th class="num">{esc(h)}</th>' if h in numeric else f"<th>{esc(h)}</th>" for h in headers
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
 def _flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
     if isinstance(value, dict) and value:
-        return [pair for k, v in value.items()
-                for pair in _flatten(v, f"{prefix}.{k}" if prefix else str(k))]
+        return [
+            pair
+            for k, v in value.items()
+            for pair in _flatten(v, f"{prefix}.{k}" if prefix else str(k))
+        ]
     return [(prefix, value if isinstance(value, str) else json.dumps(value))]
 
 
@@ -201,15 +215,20 @@ def _filters(results: pd.DataFrame) -> str:
         column = results[key] if key in results else pd.Series(dtype=object)
         values = sorted({NO_BUNDLE if _missing(v) else str(v) for v in column})
         options = "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in values)
-        selects.append(f'<label>{esc(label)}<select name="{key}"><option value="">all</option>'
-                       f"{options}</select></label>")
-    return (f'<form id="filters" onsubmit="return false">{"".join(selects)}'
-            '<button type="button" id="clear">clear filters</button><span id="shown"></span>'
-            "</form>")
+        selects.append(
+            f'<label>{esc(label)}<select name="{key}"><option value="">all</option>'
+            f"{options}</select></label>"
+        )
+    return (
+        f'<form id="filters" onsubmit="return false">{"".join(selects)}'
+        '<button type="button" id="clear">clear filters</button><span id="shown"></span>'
+        "</form>"
+    )
 
 
-def _glance(latest_results: pd.DataFrame, changed: pd.DataFrame, latest: pd.Series,
-            previous: str | None) -> str:
+def _glance(
+    latest_results: pd.DataFrame, changed: pd.DataFrame, latest: pd.Series, previous: str | None
+) -> str:
     outcomes = latest_results["outcome"].value_counts()
     kinds = changed["change"].value_counts()
     unexpected = outcomes.get("unexpected", 0)
@@ -220,8 +239,10 @@ def _glance(latest_results: pd.DataFrame, changed: pd.DataFrame, latest: pd.Seri
         badge("unexpected-pass", "pass", f"{unexpected_pass} unexpected pass"),
     ]
     if previous:
-        parts.append(f"since <code>{esc(previous)}</code>: "
-                     f"{kinds.get('new failure', 0)} new failures, {kinds.get('fixed', 0)} fixed")
+        parts.append(
+            f"since <code>{esc(previous)}</code>: "
+            f"{kinds.get('new failure', 0)} new failures, {kinds.get('fixed', 0)} fixed"
+        )
     status = latest["status"]
     if status != "complete":
         parts.append(f'<span class="badge o-known">run {esc(status)}</span>')
@@ -238,15 +259,20 @@ def _latest_section(latest: pd.Series, results: pd.DataFrame) -> str:
     if status != "complete":
         why = run.get("message") or (
             "the run never recorded its end: it is still running or was killed"
-            if status == "running" else "")
+            if status == "running"
+            else ""
+        )
         said = f" — {esc(why.rstrip('.'))}" if why else ""
-        body.append(f'<p class="banner warn">Run status: {esc(status)}{said}. '
-                    f"{len(results)} of {esc(run.get('cases', '?'))} planned cases have results; "
-                    "everything below covers those only.</p>")
+        body.append(
+            f'<p class="banner warn">Run status: {esc(status)}{said}. '
+            f"{len(results)} of {esc(run.get('cases', '?'))} planned cases have results; "
+            "everything below covers those only.</p>"
+        )
     injected = (run.get("options") or {}).get("inject")
     if injected:
-        body.append(f'<p class="banner warn">Faults injected on purpose: {esc(", ".join(injected))}'
-                    "</p>")
+        body.append(
+            f'<p class="banner warn">Faults injected on purpose: {esc(", ".join(injected))}</p>'
+        )
     facts = [
         ("run", f"<code>{esc(latest['run_id'])}</code>"),
         ("status", esc(status)),
@@ -259,36 +285,49 @@ def _latest_section(latest: pd.Series, results: pd.DataFrame) -> str:
     if results.empty:
         body.append('<p class="muted">No results recorded in this run.</p>')
     else:
-        by_verdict = pd.crosstab(results["verdict"], results["backend"], margins=True,
-                                 margins_name="all").rename_axis(index=None, columns="verdict")
+        by_verdict = pd.crosstab(
+            results["verdict"], results["backend"], margins=True, margins_name="all"
+        ).rename_axis(index=None, columns="verdict")
         by_outcome = results["outcome"].value_counts().rename("results").to_frame()
         by_outcome = by_outcome.rename_axis(index=None, columns="outcome")
         body.append(
             '<div class="counts-row"><div><h3>Results by verdict and backend</h3>'
-            f'{by_verdict.to_html(escape=True, border=0)}</div>'
-            f'<div><h3>By outcome</h3>{by_outcome.to_html(escape=True, border=0)}</div></div>'
+            f"{by_verdict.to_html(escape=True, border=0)}</div>"
+            f"<div><h3>By outcome</h3>{by_outcome.to_html(escape=True, border=0)}</div></div>"
         )
     environment = pd.DataFrame(_flatten(run.get("environment") or {}), columns=["key", "value"])
-    body.append("<details><summary>Environment</summary>"
-                f"{environment.to_html(escape=True, index=False, border=0)}</details>")
+    body.append(
+        "<details><summary>Environment</summary>"
+        f"{environment.to_html(escape=True, index=False, border=0)}</details>"
+    )
     return _section("latest", "Latest run", "".join(body))
 
 
-def _changes_section(changed: pd.DataFrame, previous: pd.Series | None,
-                     detailed: set[str]) -> str:
+def _changes_section(changed: pd.DataFrame, previous: pd.Series | None, detailed: set[str]) -> str:
     if previous is None:
-        return _section("changes", "Changes since the previous comparable run",
-                        '<p class="muted">No earlier run shares a case with the latest one.</p>')
-    intro = (f"<p>Compared with run <code>{esc(previous['run_id'])}</code> "
-             f"(started {esc(previous['started'])}), case by case.</p>")
+        return _section(
+            "changes",
+            "Changes since the previous comparable run",
+            '<p class="muted">No earlier run shares a case with the latest one.</p>',
+        )
+    intro = (
+        f"<p>Compared with run <code>{esc(previous['run_id'])}</code> "
+        f"(started {esc(previous['started'])}), case by case.</p>"
+    )
     if changed.empty:
-        return _section("changes", "Changes since the previous comparable run",
-                        intro + '<p class="muted">No verdict changed.</p>')
+        return _section(
+            "changes",
+            "Changes since the previous comparable run",
+            intro + '<p class="muted">No verdict changed.</p>',
+        )
     rows = []
     for row in changed.to_dict("records"):
         target = result_anchor(row["result_id"]) if row["result_id"] in detailed else None
-        before = (badge(row["before_outcome"], row["before_verdict"], row["before_verdict"])
-                  if row["before_verdict"] else '<span class="muted">not run</span>')
+        before = (
+            badge(row["before_outcome"], row["before_verdict"], row["before_verdict"])
+            if row["before_verdict"]
+            else '<span class="muted">not run</span>'
+        )
         rows.append(
             f"<tr {facet_attrs(row)}><td>{esc(row['change'])}</td>"
             f"<td>{case_link(row['case_id'], target)}</td><td>{before}</td>"
@@ -300,8 +339,7 @@ def _changes_section(changed: pd.DataFrame, previous: pd.Series | None,
 
 
 def _legend() -> str:
-    kinds = "".join(f'<span class="badge o-{k}">{esc(v)}</span> '
-                    for k, v in KIND_LABELS.items())
+    kinds = "".join(f'<span class="badge o-{k}">{esc(v)}</span> ' for k, v in KIND_LABELS.items())
     codes = ", ".join(f"{esc(code)} {esc(name)}" for name, code in VERDICT_CODES.items())
     return f'<p>{kinds}<br><span class="muted">{codes}</span></p>'
 
@@ -328,26 +366,39 @@ def _grid_section(window: pd.DataFrame, run_ids: list[str], runs: pd.DataFrame) 
                 cells.append('<td class="v" title="not run"></td>')
                 continue
             kind = outcome_kind(outcome, verdict)
-            cells.append(f'<td class="v o-{kind}" title="{esc(r)}: {esc(verdict)} '
-                         f'({esc(outcome)})">{esc(VERDICT_CODES.get(verdict, "?"))}</td>')
-        rows.append(f'<tr id="{case_anchor(case_id)}" {facet_attrs(facets.loc[case_id])}>'
-                    f'<td class="case">{esc(case_id)}</td>{"".join(cells)}</tr>')
-    table = (f'<table class="grid"><thead><tr><th>case</th>{head}</tr></thead>'
-             f"<tbody>{''.join(rows)}</tbody></table>")
+            cells.append(
+                f'<td class="v o-{kind}" title="{esc(r)}: {esc(verdict)} '
+                f'({esc(outcome)})">{esc(VERDICT_CODES.get(verdict, "?"))}</td>'
+            )
+        rows.append(
+            f'<tr id="{case_anchor(case_id)}" {facet_attrs(facets.loc[case_id])}>'
+            f'<td class="case">{esc(case_id)}</td>{"".join(cells)}</tr>'
+        )
+    table = (
+        f'<table class="grid"><thead><tr><th>case</th>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
     return _section("grid", title, _legend() + table)
 
 
 def _strip(verdicts: list[str], outcomes: list[str]) -> str:
-    return '<span class="strip">' + "".join(
-        f'<span class="o-{outcome_kind(o, v)}" title="{esc(v)} ({esc(o)})">'
-        f'{esc(VERDICT_CODES.get(v, "?"))}</span>'
-        for v, o in zip(verdicts, outcomes, strict=True)) + "</span>"
+    return (
+        '<span class="strip">'
+        + "".join(
+            f'<span class="o-{outcome_kind(o, v)}" title="{esc(v)} ({esc(o)})">'
+            f"{esc(VERDICT_CODES.get(v, '?'))}</span>"
+            for v, o in zip(verdicts, outcomes, strict=True)
+        )
+        + "</span>"
+    )
 
 
 def _flaky_section(flaky: pd.DataFrame) -> str:
     title = "Flaky cases"
-    intro = (f"<p>Cases whose verdict flipped {analysis.FLAKY_MIN_FLIPS} or more times in the "
-             "runs above (oldest first).</p>")
+    intro = (
+        f"<p>Cases whose verdict flipped {analysis.FLAKY_MIN_FLIPS} or more times in the "
+        "runs above (oldest first).</p>"
+    )
     if flaky.empty:
         return _section("flaky", title, intro + '<p class="muted">None.</p>')
     rows = [
@@ -356,8 +407,11 @@ def _flaky_section(flaky: pd.DataFrame) -> str:
         f"<td>{_strip(row['verdicts'], row['outcomes'])}</td></tr>"
         for row in flaky.to_dict("records")
     ]
-    return _section("flaky", title, intro + _table(["case", "flips", "runs", "verdicts"], rows,
-                                                   {"flips", "runs"}))
+    return _section(
+        "flaky",
+        title,
+        intro + _table(["case", "flips", "runs", "verdicts"], rows, {"flips", "runs"}),
+    )
 
 
 def _errors_section(trends: pd.DataFrame, x_range: tuple[int, int]) -> str:
@@ -367,45 +421,78 @@ def _errors_section(trends: pd.DataFrame, x_range: tuple[int, int]) -> str:
     rows = []
     for row in trends.to_dict("records"):
         over = not _missing(row["tolerance"]) and row["latest"] > row["tolerance"]
-        latest = f'<span class="badge o-unexpected">{num(row["latest"])}</span>' if over \
+        latest = (
+            f'<span class="badge o-unexpected">{num(row["latest"])}</span>'
+            if over
             else num(row["latest"])
-        spark = sparkline(row["points"], x_range, None if _missing(row["tolerance"])
-                          else row["tolerance"], label=f"max abs error of {row['case_id']}")
-        rows.append(f"<tr {facet_attrs(row)}><td>{case_link(row['case_id'])}</td><td>{spark}</td>"
-                    f'<td class="num">{latest}</td><td class="num">{num(row["worst"])}</td>'
-                    f'<td class="num">{num(row["tolerance"])}</td></tr>')
-    intro = ("<p>Log scale; the dashed red line is the case's tolerance, red dots exceed it. "
-             "Worst relative to tolerance first.</p>")
-    return _section("errors", title, intro + _table(
-        ["case", "over runs", "latest", "worst", "tolerance"], rows,
-        {"latest", "worst", "tolerance"}))
+        )
+        spark = sparkline(
+            row["points"],
+            x_range,
+            None if _missing(row["tolerance"]) else row["tolerance"],
+            label=f"max abs error of {row['case_id']}",
+        )
+        rows.append(
+            f"<tr {facet_attrs(row)}><td>{case_link(row['case_id'])}</td><td>{spark}</td>"
+            f'<td class="num">{latest}</td><td class="num">{num(row["worst"])}</td>'
+            f'<td class="num">{num(row["tolerance"])}</td></tr>'
+        )
+    intro = (
+        "<p>Log scale; the dashed red line is the case's tolerance, red dots exceed it. "
+        "Worst relative to tolerance first.</p>"
+    )
+    return _section(
+        "errors",
+        title,
+        intro
+        + _table(
+            ["case", "over runs", "latest", "worst", "tolerance"],
+            rows,
+            {"latest", "worst", "tolerance"},
+        ),
+    )
 
 
 def _speedup_section(pairs: pd.DataFrame) -> str:
     title = "Capture speedup (eager median run time / replay median run time)"
     if pairs.empty:
-        return _section("speedup", title, '<p class="muted">No capture case with an eager twin '
-                        "and timings yet.</p>")
+        return _section(
+            "speedup",
+            title,
+            '<p class="muted">No capture case with an eager twin and timings yet.</p>',
+        )
     trend = analysis.speedup_trend(pairs)
-    series = {backend: [(int(i), float(v)) for i, v in trend[backend].dropna().items()]
-              for backend in trend.columns}
-    chart = line_chart(series, {int(i): _run_label(int(i)) for i in trend.index},
-                       "median speedup per run", "speedup (x)", baseline=1.0)
+    series = {
+        backend: [(int(i), float(v)) for i, v in trend[backend].dropna().items()]
+        for backend in trend.columns
+    }
+    chart = line_chart(
+        series,
+        {int(i): _run_label(int(i)) for i in trend.index},
+        "median speedup per run",
+        "speedup (x)",
+        baseline=1.0,
+    )
     latest_index = pairs.groupby("backend")["run_index"].max()
     rows = []
     for backend, group in pairs.groupby("backend"):
         now = group[group["run_index"] == latest_index[backend]]["speedup"]
         bundle = group["bundle"].iloc[0]
         rows.append(
-            f'<tr {facet_attrs({"backend": backend, "bundle": bundle}, ("backend", "bundle"))}>'
+            f"<tr {facet_attrs({'backend': backend, 'bundle': bundle}, ('backend', 'bundle'))}>"
             f"<td>{esc(backend)}</td><td>{_run_label(int(latest_index[backend]))}</td>"
             f'<td class="num">{len(now)}</td><td class="num">{now.median():.2f}x</td>'
             f'<td class="num">{now.min():.2f}x</td><td class="num">{now.max():.2f}x</td></tr>'
         )
-    table = _table(["backend", "latest run", "cases", "median", "min", "max"], rows,
-                   {"cases", "median", "min", "max"})
-    intro = ("<p>Per backend and build, the median over capture cases whose eager twin ran in "
-             "the same run; the dashed line is 1x (replay no faster than eager).</p>")
+    table = _table(
+        ["backend", "latest run", "cases", "median", "min", "max"],
+        rows,
+        {"cases", "median", "min", "max"},
+    )
+    intro = (
+        "<p>Per backend and build, the median over capture cases whose eager twin ran in "
+        "the same run; the dashed line is 1x (replay no faster than eager).</p>"
+    )
     return _section("speedup", title, intro + chart + table)
 
 
@@ -420,27 +507,44 @@ def _failure(record: dict[str, Any]) -> str:
         layout += f" · values {esc(json.dumps(record['layout_values'], sort_keys=True))}"
     tolerance = record.get("tolerance") or {}
     facts = [
-        ("result", f"<code>{esc(record['result_id'])}</code> in run "
-                   f"<code>{esc(record['run_id'])}</code>"),
+        (
+            "result",
+            f"<code>{esc(record['result_id'])}</code> in run <code>{esc(record['run_id'])}</code>",
+        ),
         ("suite", f"{esc(record['suite'])} <span class='muted'>{esc(record['suite_path'])}</span>"),
-        ("model · shape", f"{esc(record['model'])} · "
-                          f"{esc(', '.join(f'{k}={v}' for k, v in record['shape'].items()))}"),
+        (
+            "model · shape",
+            f"{esc(record['model'])} · "
+            f"{esc(', '.join(f'{k}={v}' for k, v in record['shape'].items()))}",
+        ),
         ("layout", layout),
-        ("backend", f"{esc(record['backend'])} · {esc(record['capture'])}"
-                    + (" (revisit: first layout captured again)" if record.get("revisit") else "")),
+        (
+            "backend",
+            f"{esc(record['backend'])} · {esc(record['capture'])}"
+            + (" (revisit: first layout captured again)" if record.get("revisit") else ""),
+        ),
         ("injected faults", esc(", ".join(record.get("injected") or [])) or "—"),
-        ("verdicts", esc(", ".join(record["verdicts"]))
-         + f" <span class='muted'>(expected {esc(', '.join(record['expected']))})</span>"),
+        (
+            "verdicts",
+            esc(", ".join(record["verdicts"]))
+            + f" <span class='muted'>(expected {esc(', '.join(record['expected']))})</span>",
+        ),
         ("bug", bug_html(record.get("bug")) or "—"),
         ("reason", esc(record.get("reason")) or "—"),
         ("attribution", esc(record.get("attribution")) or "—"),
         ("stale from", esc(record.get("stale_from")) or "—"),
         ("divergent node", esc(node_text(node)) if node else "—"),
-        ("error", f"max abs {num(record.get('max_abs_error'))}, max rel "
-                  f"{num(record.get('max_rel_error'))} (tolerance abs {num(tolerance.get('abs'))}, "
-                  f"rel {num(tolerance.get('rel'))})"),
-        ("trace", esc(", ".join(f"{k} {v}" for k, v in trace.items() if k != "errors"))
-         + "".join(f"<pre>{esc(e)}</pre>" for e in trace.get("errors") or [])),
+        (
+            "error",
+            f"max abs {num(record.get('max_abs_error'))}, max rel "
+            f"{num(record.get('max_rel_error'))} (tolerance abs {num(tolerance.get('abs'))}, "
+            f"rel {num(tolerance.get('rel'))})",
+        ),
+        (
+            "trace",
+            esc(", ".join(f"{k} {v}" for k, v in trace.items() if k != "errors"))
+            + "".join(f"<pre>{esc(e)}</pre>" for e in trace.get("errors") or []),
+        ),
         ("message", f"<pre>{esc(record['message'])}</pre>"),
     ]
     details = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
@@ -451,7 +555,7 @@ def _failure(record: dict[str, Any]) -> str:
         f'<span class="case">{esc(record["case_id"])}</span> — {esc(verdict)}: '
         f"{esc(VERDICTS.get(verdict, ''))}</summary><dl>{details}</dl>"
         f"<p>A case for <code>suites/</code> (also <code>python -m runner new-case "
-        f"{esc(record['result_id'])}</code>):</p><pre class=\"yaml\">"
+        f'{esc(record["result_id"])}</code>):</p><pre class="yaml">'
         f"{esc(case_snippet(record))}</pre></details>"
     )
 
@@ -460,15 +564,21 @@ def _failures_section(failures: pd.DataFrame) -> str:
     title = "Failures in the latest run"
     if failures.empty:
         return _section("failures", title, '<p class="muted">No failing verdicts.</p>')
-    intro = ("<p>Unexpected results first (open); known bugs follow, collapsed.</p>")
+    intro = "<p>Unexpected results first (open); known bugs follow, collapsed.</p>"
     return _section("failures", title, intro + "".join(_failure(r) for r in failures["record"]))
 
 
 # --- the page -----------------------------------------------------------------------------
 
-SECTIONS = (("latest", "latest run"), ("changes", "changes"), ("grid", "case × run"),
-            ("flaky", "flaky"), ("errors", "errors"), ("speedup", "speedup"),
-            ("failures", "failures"))
+SECTIONS = (
+    ("latest", "latest run"),
+    ("changes", "changes"),
+    ("grid", "case × run"),
+    ("flaky", "flaky"),
+    ("errors", "errors"),
+    ("speedup", "speedup"),
+    ("failures", "failures"),
+)
 
 
 def _page(title: str, header: str, body: str) -> str:
@@ -488,32 +598,38 @@ def render_page(history: History, built_at: str, grid_runs: int = GRID_RUNS) -> 
     title = "WebGPU capture regression report"
     latest = analysis.latest_run(history)
     if latest is None:
-        header = (f'<p class="muted">Built {esc(built_at)}.</p>'
-                  + _filters(history.results))
-        body = _section("latest", "No runs yet", "<p>The history is empty: run "
-                        "<code>python -m runner run</code> (or <code>nox -s regress</code>), "
-                        "then <code>python -m runner report</code>.</p>")
+        header = f'<p class="muted">Built {esc(built_at)}.</p>' + _filters(history.results)
+        body = _section(
+            "latest",
+            "No runs yet",
+            "<p>The history is empty: run "
+            "<code>python -m runner run</code> (or <code>nox -s regress</code>), "
+            "then <code>python -m runner report</code>.</p>",
+        )
         return _page(title, header, body)
     latest_results = history.run_results(latest["run_id"])
     previous_id = analysis.previous_comparable(history, latest["run_id"])
-    previous = (history.runs[history.runs["run_id"] == previous_id].iloc[0]
-                if previous_id else None)
+    previous = history.runs[history.runs["run_id"] == previous_id].iloc[0] if previous_id else None
     changed = analysis.changes(history, latest["run_id"], previous_id)
     run_ids = analysis.recent_runs(history, grid_runs)
     window = analysis.in_runs(history, run_ids)
     failures = analysis.report_failures(latest_results)
     positions = history.runs.index[history.runs["run_id"].isin(run_ids)]
     x_range = (int(positions.min()), int(positions.max())) if len(positions) else (0, 0)
-    header = (f'<p class="muted">Built {esc(built_at)} from {len(history.runs)} runs.</p>'
-              + _glance(latest_results, changed, latest, previous_id)
-              + _filters(pd.concat([window, latest_results])))
-    body = "".join([
-        _latest_section(latest, latest_results),
-        _changes_section(changed, previous, set(failures["result_id"])),
-        _grid_section(window, run_ids, history.runs),
-        _flaky_section(analysis.flaky_cases(window)),
-        _errors_section(analysis.error_trends(window), x_range),
-        _speedup_section(analysis.speedups(window)),
-        _failures_section(failures),
-    ])
+    header = (
+        f'<p class="muted">Built {esc(built_at)} from {len(history.runs)} runs.</p>'
+        + _glance(latest_results, changed, latest, previous_id)
+        + _filters(pd.concat([window, latest_results]))
+    )
+    body = "".join(
+        [
+            _latest_section(latest, latest_results),
+            _changes_section(changed, previous, set(failures["result_id"])),
+            _grid_section(window, run_ids, history.runs),
+            _flaky_section(analysis.flaky_cases(window)),
+            _errors_section(analysis.error_trends(window), x_range),
+            _speedup_section(analysis.speedups(window)),
+            _failures_section(failures),
+        ]
+    )
     return _page(title, header, body)

@@ -45,13 +45,15 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _outcome_counts(results: pd.DataFrame) -> list[str]:
-    kinds = [outcome_kind(o, v) for o, v in zip(results["outcome"], results["verdict"],
-                                                  strict=True)]
+    kinds = [
+        outcome_kind(o, v) for o, v in zip(results["outcome"], results["verdict"], strict=True)
+    ]
     counts = pd.crosstab(results["backend"], pd.Series(kinds, index=results.index, name="kind"))
     headers = ["backend", *(KIND_LABELS[k] for k in KIND_LABELS)]
-    rows = [[md(backend), *(str(counts.at[backend, k]) if k in counts else "0"
-                            for k in KIND_LABELS)]
-            for backend in counts.index]
+    rows = [
+        [md(backend), *(str(counts.at[backend, k]) if k in counts else "0" for k in KIND_LABELS)]
+        for backend in counts.index
+    ]
     return _table(headers, rows)
 
 
@@ -63,12 +65,18 @@ def render_summary(history: History) -> str:
     lines = [f"## Regression run {md(latest['run_id'])}: {md(latest['status'])}", ""]
     if latest["status"] != "complete":
         why = latest["record"].get("message") or "the run did not record its end"
-        lines += [f"> **Run {md(latest['status'])}**: {md(why)}. {len(results)} of "
-                  f"{md(latest['record'].get('cases', '?'))} planned cases have results.", ""]
+        lines += [
+            f"> **Run {md(latest['status'])}**: {md(why)}. {len(results)} of "
+            f"{md(latest['record'].get('cases', '?'))} planned cases have results.",
+            "",
+        ]
     outcomes = results["outcome"].value_counts()
-    lines += [f"**{len(results)} results**: {outcomes.get('unexpected', 0)} unexpected, "
-              f"{outcomes.get('unexpected-pass', 0)} unexpected pass, "
-              f"{outcomes.get('skipped', 0)} skipped.", ""]
+    lines += [
+        f"**{len(results)} results**: {outcomes.get('unexpected', 0)} unexpected, "
+        f"{outcomes.get('unexpected-pass', 0)} unexpected pass, "
+        f"{outcomes.get('skipped', 0)} skipped.",
+        "",
+    ]
     if not results.empty:
         lines += _outcome_counts(results)
     previous = analysis.previous_comparable(history, latest["run_id"])
@@ -77,18 +85,36 @@ def render_summary(history: History) -> str:
         lines += ["No earlier comparable run.", ""]
     else:
         lines += [f"### Changes since run {md(previous)}", ""]
-        rows = [[md(r["change"]), md(r["case_id"]), md(r["before_verdict"] or "not run"),
-                 md(r["verdict"]), md_bug(r["bug"])] for r in changed.to_dict("records")]
-        lines += _table(["change", "case", "before", "now", "bug"], rows) if rows else [
-            "No verdict changed.", ""]
+        rows = [
+            [
+                md(r["change"]),
+                md(r["case_id"]),
+                md(r["before_verdict"] or "not run"),
+                md(r["verdict"]),
+                md_bug(r["bug"]),
+            ]
+            for r in changed.to_dict("records")
+        ]
+        lines += (
+            _table(["change", "case", "before", "now", "bug"], rows)
+            if rows
+            else ["No verdict changed.", ""]
+        )
     failing = results[results["outcome"].isin(analysis.FAILING)]
     if not failing.empty:
         lines += ["### Unexpected results", ""]
         lines += _table(
             ["case", "verdict", "outcome", "message", "YAML case"],
-            [[md(r["case_id"]), md(r["verdict"]), md(r["outcome"]), md(r["message"]),
-              f"`python -m runner new-case {re.sub(r'[^0-9A-Za-z]', '', r['result_id'])}`"]
-             for r in failing.to_dict("records")],
+            [
+                [
+                    md(r["case_id"]),
+                    md(r["verdict"]),
+                    md(r["outcome"]),
+                    md(r["message"]),
+                    f"`python -m runner new-case {re.sub(r'[^0-9A-Za-z]', '', r['result_id'])}`",
+                ]
+                for r in failing.to_dict("records")
+            ],
         )
     lines.append("Details, trends and ready-made YAML cases: `reports/index.html`.")
     return "\n".join(lines) + "\n"

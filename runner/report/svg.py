@@ -26,8 +26,12 @@ def _scale(lo: float, hi: float, out_lo: float, out_hi: float):
 
 
 def sparkline(
-    points: list[tuple[int, float]], x_range: tuple[int, int], reference: float | None,
-    width: int = 180, height: int = 36, label: str = "",
+    points: list[tuple[int, float]],
+    x_range: tuple[int, int],
+    reference: float | None,
+    width: int = 180,
+    height: int = 36,
+    label: str = "",
 ) -> str:
     """Errors over runs on a log axis; `reference` (the tolerance) as a dashed line."""
     ys = [_log(v) for _, v in points] + ([_log(reference)] if reference else [])
@@ -39,16 +43,20 @@ def sparkline(
     ]
     if reference:
         ty = y(_log(reference))
-        parts.append(f'<line x1="0" x2="{width}" y1="{ty:.1f}" y2="{ty:.1f}" class="tol">'
-                     f'<title>tolerance {reference:.3g}</title></line>')
+        parts.append(
+            f'<line x1="0" x2="{width}" y1="{ty:.1f}" y2="{ty:.1f}" class="tol">'
+            f"<title>tolerance {reference:.3g}</title></line>"
+        )
     coords = [(x(i), y(_log(v)), i, v) for i, v in points]
     if len(coords) > 1:
         path = " ".join(f"{cx:.1f},{cy:.1f}" for cx, cy, _, _ in coords)
         parts.append(f'<polyline points="{path}" class="line"/>')
     for cx, cy, i, v in coords:
         kind = "over" if reference is not None and v > reference else "dot"
-        parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2.5" class="{kind}">'
-                     f'<title>run #{i + 1}: {v:.3g}</title></circle>')
+        parts.append(
+            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2.5" class="{kind}">'
+            f"<title>run #{i + 1}: {v:.3g}</title></circle>"
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -62,8 +70,13 @@ def _ticks(hi: float, count: int = 4) -> list[float]:
 
 
 def line_chart(
-    series: dict[str, list[tuple[int, float]]], x_labels: dict[int, str], title: str,
-    y_label: str, baseline: float | None = None, width: int = 720, height: int = 260,
+    series: dict[str, list[tuple[int, float]]],
+    x_labels: dict[int, str],
+    title: str,
+    y_label: str,
+    baseline: float | None = None,
+    width: int = 720,
+    height: int = 260,
 ) -> str:
     """Several named series over shared x positions (run indexes), with a legend; `baseline`
     draws a dashed horizontal line (speedup 1: capture no faster than eager)."""
@@ -71,8 +84,11 @@ def line_chart(
     xs = sorted(x_labels)
     values = [v for pts in series.values() for _, v in pts] + ([baseline] if baseline else [])
     ticks = _ticks(max(values))
-    x = _scale(xs[0], xs[-1], left + 8, width - right - 8) if len(xs) > 1 else (
-        lambda _: (left + width - right) / 2)
+    x = (
+        _scale(xs[0], xs[-1], left + 8, width - right - 8)
+        if len(xs) > 1
+        else (lambda _: (left + width - right) / 2)
+    )
     y = _scale(0, ticks[-1], height - bottom, top)
     parts = [
         f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
@@ -81,33 +97,43 @@ def line_chart(
     ]
     for tick in ticks:
         ty = y(tick)
-        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{ty:.1f}" y2="{ty:.1f}" '
-                     f'class="grid"/><text x="{left - 6}" y="{ty + 4:.1f}" class="ytick">'
-                     f'{tick:g}</text>')
-    parts.append(f'<text x="14" y="{(top + height - bottom) / 2:.0f}" class="ylabel" '
-                 f'transform="rotate(-90 14 {(top + height - bottom) / 2:.0f})">'
-                 f'{escape(y_label)}</text>')
+        parts.append(
+            f'<line x1="{left}" x2="{width - right}" y1="{ty:.1f}" y2="{ty:.1f}" '
+            f'class="grid"/><text x="{left - 6}" y="{ty + 4:.1f}" class="ytick">'
+            f"{tick:g}</text>"
+        )
+    parts.append(
+        f'<text x="14" y="{(top + height - bottom) / 2:.0f}" class="ylabel" '
+        f'transform="rotate(-90 14 {(top + height - bottom) / 2:.0f})">'
+        f"{escape(y_label)}</text>"
+    )
     every = max(1, math.ceil(len(xs) / 12))
     for n, i in enumerate(xs):
         if n % every == 0 or i == xs[-1]:
-            parts.append(f'<text x="{x(i):.1f}" y="{height - bottom + 16}" class="xtick">'
-                         f'{escape(x_labels[i])}</text>')
+            parts.append(
+                f'<text x="{x(i):.1f}" y="{height - bottom + 16}" class="xtick">'
+                f"{escape(x_labels[i])}</text>"
+            )
     if baseline:
         by = y(baseline)
-        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{by:.1f}" y2="{by:.1f}" '
-                     f'class="baseline"/>')
+        parts.append(
+            f'<line x1="{left}" x2="{width - right}" y1="{by:.1f}" y2="{by:.1f}" class="baseline"/>'
+        )
     legend_x = left
     for (name, points), color in zip(series.items(), PALETTE * 4, strict=False):
         coords = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in points)
-        parts.append(f'<polyline points="{coords}" fill="none" stroke="{color}" '
-                     f'stroke-width="2"/>')
+        parts.append(f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="2"/>')
         for i, v in points:
-            parts.append(f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="3" fill="{color}">'
-                         f'<title>{escape(name)}, run {escape(x_labels[i])}: {v:.2f}x</title>'
-                         f'</circle>')
-        parts.append(f'<rect x="{legend_x}" y="{height - 14}" width="10" height="10" '
-                     f'fill="{color}"/><text x="{legend_x + 14}" y="{height - 5}" '
-                     f'class="legend">{escape(name)}</text>')
+            parts.append(
+                f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="3" fill="{color}">'
+                f"<title>{escape(name)}, run {escape(x_labels[i])}: {v:.2f}x</title>"
+                f"</circle>"
+            )
+        parts.append(
+            f'<rect x="{legend_x}" y="{height - 14}" width="10" height="10" '
+            f'fill="{color}"/><text x="{legend_x + 14}" y="{height - 5}" '
+            f'class="legend">{escape(name)}</text>'
+        )
         legend_x += 24 + len(name) * 7
     parts.append("</svg>")
     return "".join(parts)

@@ -171,7 +171,10 @@ def _repository_root(path: Path) -> Path:
     try:
         out = subprocess.run(
             ["git", "-C", str(path.parent), "rev-parse", "--show-toplevel"],
-            capture_output=True, text=True, timeout=10, check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout.strip()
         return Path(out).resolve()
     except (OSError, subprocess.SubprocessError):
@@ -191,8 +194,13 @@ def _largest_encoder_tensor(encoder: EncoderParams, shape: dict[str, int]) -> in
 
 def _largest_input(inputs: dict[str, list[int | str]], shape: dict[str, int]) -> int:
     """Elements of a model file's largest input (its intermediates are unknown before running)."""
-    return max((math.prod(shape.get(d, 1) if isinstance(d, str) else max(d, 1) for d in dims)
-                for dims in inputs.values()), default=0)
+    return max(
+        (
+            math.prod(shape.get(d, 1) if isinstance(d, str) else max(d, 1) for d in dims)
+            for dims in inputs.values()
+        ),
+        default=0,
+    )
 
 
 class _Builder:
@@ -215,14 +223,18 @@ class _Builder:
             model
             for name, spec in data["models"].items()
             for model in (
-                self.op_tests(name, spec) if "ort_op_tests" in spec
+                self.op_tests(name, spec)
+                if "ort_op_tests" in spec
                 else [self.model(name, spec, shapes, layouts)]
             )
         )
         op_tests = [name for name, spec in data["models"].items() if "ort_op_tests" in spec]
         if op_tests and layouts != (DEFAULT_LAYOUT,):
-            self.problem(("layouts",), f"ORT-web op tests ({', '.join(op_tests)}) run under the "
-                         "default layout only", "no `layouts:` in a suite of op tests")
+            self.problem(
+                ("layouts",),
+                f"ORT-web op tests ({', '.join(op_tests)}) run under the default layout only",
+                "no `layouts:` in a suite of op tests",
+            )
         backends = tuple(b for spec in data["backends"] for b in self.backend(spec))
         capture = data.get("capture", ["eager", "capture"])
         capture = [capture] if isinstance(capture, str) else capture
@@ -246,9 +258,12 @@ class _Builder:
         if not self.problems:
             self.check_new_combinations(suite)
         if self.problems:  # the suite's own first, then those of files it names
-            raise InvalidInput(sorted(
-                self.problems, key=lambda p: (p.file != self.file, str(p.file), p.line, p.column)
-            ))
+            raise InvalidInput(
+                sorted(
+                    self.problems,
+                    key=lambda p: (p.file != self.file, str(p.file), p.line, p.column),
+                )
+            )
         return suite
 
     @staticmethod
@@ -282,8 +297,11 @@ class _Builder:
         seen: set[str] = set()
         for i, layout in layouts:
             if layout.label in seen:
-                self.problem(("layouts", i), f"layout label {layout.label!r} is used twice",
-                             "distinct labels (give one with `label:`)")
+                self.problem(
+                    ("layouts", i),
+                    f"layout label {layout.label!r} is used twice",
+                    "distinct labels (give one with `label:`)",
+                )
             seen.add(layout.label)
         return tuple(layout for _, layout in layouts)
 
@@ -306,8 +324,9 @@ class _Builder:
         if "builtin" in spec:
             params = {k: v for k, v in spec.items() if k in EncoderParams.__dataclass_fields__}
             encoder = EncoderParams(**params)
-            model = ModelSpec(name, builtin=spec["builtin"], encoder=encoder, inputs=inputs,
-                              shapes=own_shapes)
+            model = ModelSpec(
+                name, builtin=spec["builtin"], encoder=encoder, inputs=inputs, shapes=own_shapes
+            )
             self.check_heads(encoder, path, layouts)
             dims = set(BUILTIN_DIMS[spec["builtin"]])
             names = {"compact": {"x"}, "exported": {"input_ids", "attention_mask"}}[encoder.style]
@@ -321,15 +340,28 @@ class _Builder:
             largest = partial(_largest_input, input_dims or {})
             for layout in layouts:
                 if "heads" in layout.values_dict():
-                    self.problem(("layouts",), f"layout {layout.label!r} changes heads, which "
-                                 f"model {name!r} (an ONNX file) cannot", "eps only")
+                    self.problem(
+                        ("layouts",),
+                        f"layout {layout.label!r} changes heads, which "
+                        f"model {name!r} (an ONNX file) cannot",
+                        "eps only",
+                    )
         for key in inputs:
             if names is not None and key not in names:
-                self.problem(path + ("inputs", key), f"model {name!r} has no input {key!r}",
-                             "one of " + ", ".join(sorted(names)), key=True)
+                self.problem(
+                    path + ("inputs", key),
+                    f"model {name!r} has no input {key!r}",
+                    "one of " + ", ".join(sorted(names)),
+                    key=True,
+                )
         if dims:
-            self.check_pinned(name, dims, own_shapes or shapes, largest,
-                              path + ("shapes",) if own_shapes else ("shapes",))
+            self.check_pinned(
+                name,
+                dims,
+                own_shapes or shapes,
+                largest,
+                path + ("shapes",) if own_shapes else ("shapes",),
+            )
         return model
 
     def op_tests(self, name: str, spec: dict) -> list[ModelSpec]:
@@ -344,12 +376,18 @@ class _Builder:
         try:
             files = op_test_files(spec["ort_op_tests"], self.file.parent)
         except ValueError as exc:
-            self.problem(where, f"ort_op_tests {spec['ort_op_tests']!r}: {exc}",
-                         "a path or glob, with only variables that are set")
+            self.problem(
+                where,
+                f"ort_op_tests {spec['ort_op_tests']!r}: {exc}",
+                "a path or glob, with only variables that are set",
+            )
             return []
         if not files:
-            self.problem(where, f"no op-test files match {spec['ort_op_tests']!r}",
-                         "a .jsonc file, a folder of them, or a glob")
+            self.problem(
+                where,
+                f"no op-test files match {spec['ort_op_tests']!r}",
+                "a .jsonc file, a folder of them, or a glob",
+            )
             return []
         models, problems = read_op_tests(files, name, spec.get("opset", DEFAULT_OPSET))
         self.problems += problems
@@ -358,38 +396,55 @@ class _Builder:
     def check_heads(self, encoder: EncoderParams, path: tuple, layouts: tuple) -> None:
         for heads, where in [(encoder.heads, path + ("heads",))] + [
             (layout.values_dict()["heads"], ("layouts",))
-            for layout in layouts if "heads" in layout.values_dict()
+            for layout in layouts
+            if "heads" in layout.values_dict()
         ]:
             if encoder.hidden % int(heads):
-                self.problem(where, f"heads={heads} does not divide hidden={encoder.hidden}",
-                             "a divisor of hidden")
+                self.problem(
+                    where,
+                    f"heads={heads} does not divide hidden={encoder.hidden}",
+                    "a divisor of hidden",
+                )
 
     def check_pinned(
         self, name: str, dims: set, shapes: tuple, largest: Callable[[dict], int], path: tuple
     ) -> None:
         """Every symbolic dim pinned, and no tensor past the memory budget, per shape."""
         if not shapes:
-            self.problem(("models", name), f"model {name!r} has symbolic dims "
-                         f"{', '.join(sorted(dims))} and no shapes pin them", "a `shapes:` list")
+            self.problem(
+                ("models", name),
+                f"model {name!r} has symbolic dims "
+                f"{', '.join(sorted(dims))} and no shapes pin them",
+                "a `shapes:` list",
+            )
         for i, shape in enumerate(shapes):
             missing = sorted(dims - set(shape.as_dict()))
             if missing:
-                self.problem(path + (i,), f"symbolic dim {', '.join(missing)} of model {name!r} "
-                             "is left unpinned", "a value for every symbolic dim")
+                self.problem(
+                    path + (i,),
+                    f"symbolic dim {', '.join(missing)} of model {name!r} is left unpinned",
+                    "a value for every symbolic dim",
+                )
                 continue
             size = largest(shape.as_dict()) * 4
             if size > MAX_TENSOR_BYTES:
-                self.problem(path + (i,), f"shape {shape.label} gives model {name!r} a tensor of "
-                             f"{size / 2**20:,.0f} MiB", f"at most {MAX_TENSOR_BYTES >> 20} MiB "
-                             "per tensor (REGRESS_MAX_TENSOR_MIB raises it)")
+                self.problem(
+                    path + (i,),
+                    f"shape {shape.label} gives model {name!r} a tensor of {size / 2**20:,.0f} MiB",
+                    f"at most {MAX_TENSOR_BYTES >> 20} MiB "
+                    "per tensor (REGRESS_MAX_TENSOR_MIB raises it)",
+                )
 
     def model_file(self, model_path: Path, where: tuple) -> dict[str, list[int | str]] | None:
         """The inputs of an ONNX file and their dims, after checking the file is usable."""
         import onnx
 
         if not model_path.is_relative_to(self.root):
-            self.problem(where, f"model path resolves outside the repository ({self.root})",
-                         "a path inside the repository holding the suite")
+            self.problem(
+                where,
+                f"model path resolves outside the repository ({self.root})",
+                "a path inside the repository holding the suite",
+            )
             return None
         if not model_path.is_file():
             self.problem(where, f"model file {model_path} does not exist", "an ONNX file")
@@ -397,17 +452,23 @@ class _Builder:
         try:
             model = onnx.load(str(model_path), load_external_data=False)
         except Exception as exc:  # onnx raises DecodeError, ValueError, ... for non-ONNX bytes
-            self.problem(where, f"{model_path.name} is not an ONNX model ({type(exc).__name__})",
-                         "an ONNX file")
+            self.problem(
+                where,
+                f"{model_path.name} is not an ONNX model ({type(exc).__name__})",
+                "an ONNX file",
+            )
             return None
         initializers = {t.name for t in model.graph.initializer}
         inputs = [i for i in model.graph.input if i.name not in initializers]
         if not model.graph.node or not model.graph.output:
-            self.problem(where, f"{model_path.name} is not an ONNX model (empty graph)",
-                         "an ONNX file")
+            self.problem(
+                where, f"{model_path.name} is not an ONNX model (empty graph)", "an ONNX file"
+            )
         return {
-            i.name: [d.dim_param if d.HasField("dim_param") else d.dim_value
-                     for d in i.type.tensor_type.shape.dim]
+            i.name: [
+                d.dim_param if d.HasField("dim_param") else d.dim_value
+                for d in i.type.tensor_type.shape.dim
+            ]
             for i in inputs
         }
 
@@ -417,8 +478,11 @@ class _Builder:
         if "npy" in spec:
             npy = (self.file.parent / spec["npy"]).resolve()
             if not npy.is_relative_to(self.root):
-                self.problem(path + ("npy",), "npy path resolves outside the repository",
-                             "a path inside the repository holding the suite")
+                self.problem(
+                    path + ("npy",),
+                    "npy path resolves outside the repository",
+                    "a path inside the repository holding the suite",
+                )
             elif not npy.is_file():
                 self.problem(path + ("npy",), f"npy file {npy} does not exist", "a .npy file")
         if low is not None and not low < high:
@@ -437,8 +501,12 @@ class _Builder:
         expect = rule.get("expect", "pass")
         expect = frozenset([expect] if isinstance(expect, str) else expect)
         tolerance = Tolerance(**rule["tolerance"]) if "tolerance" in rule else None
-        return CaseRule(rule["match"], Expectation(expect, rule.get("bug"), rule.get("reason")),
-                        tolerance, frozenset(rule.get("inject", ())))
+        return CaseRule(
+            rule["match"],
+            Expectation(expect, rule.get("bug"), rule.get("reason")),
+            tolerance,
+            frozenset(rule.get("inject", ())),
+        )
 
     def check_matrix_entries(self, models, layouts, backends) -> None:
         known = {
@@ -450,8 +518,11 @@ class _Builder:
             for i, entry in enumerate(self.data.get(section, ())):
                 for key, names in known.items():
                     if key in entry and entry[key] not in names:
-                        self.problem((section, i, key), f"{section} names unknown {key} "
-                                     f"{entry[key]!r}", "one of " + ", ".join(sorted(names)))
+                        self.problem(
+                            (section, i, key),
+                            f"{section} names unknown {key} {entry[key]!r}",
+                            "one of " + ", ".join(sorted(names)),
+                        )
 
     def check_new_combinations(self, suite: Suite) -> None:
         """An include entry that extends no combination adds one: it must name it fully."""
@@ -459,6 +530,9 @@ class _Builder:
         for i, entry in enumerate(suite.include):
             missing = [k for k in ("model", "shape", "backend") if k not in entry]
             if missing and not any(entry_matches(entry, values) for values in cells):
-                self.problem(("include", i), "include entry matches no combination, so it adds "
-                             f"one, but does not name its {', '.join(missing)}",
-                             "model, shape and backend")
+                self.problem(
+                    ("include", i),
+                    "include entry matches no combination, so it adds "
+                    f"one, but does not name its {', '.join(missing)}",
+                    "model, shape and backend",
+                )

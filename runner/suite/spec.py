@@ -197,6 +197,7 @@ class Suite:
                             if not any(entry_matches(e, cell_values(*cell)) for e in self.exclude):
                                 cells.append(cell)
         return cells
+
     timeout_s: float = 120.0  # per case; `--timeout` overrides
 
 

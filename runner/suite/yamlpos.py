@@ -94,9 +94,7 @@ class _Builder:
         if self.count > MAX_NODES:
             line, col = _mark(node)
             raise _TooBig(
-                YamlProblem(
-                    line, col, f"document expands to over {MAX_NODES} values (alias bomb?)"
-                )
+                YamlProblem(line, col, f"document expands to over {MAX_NODES} values (alias bomb?)")
             )
         self.located.values.setdefault(path, _mark(node))
         if node.tag not in _STANDARD_TAGS:
@@ -120,7 +118,9 @@ class _Builder:
                     first = self.located.keys[path + (key,)][0]
                     self.problems.append(
                         YamlProblem(
-                            line, col, f"duplicate key {key!r} (first on line {first})",
+                            line,
+                            col,
+                            f"duplicate key {key!r} (first on line {first})",
                             "each key once",
                         )
                     )

@@ -45,8 +45,11 @@ def op_test_model(test: OpTest) -> bytes:
         domain=test.domain,
     )
     node.attribute.extend(
-        helper.make_attribute(a.name, list(a.value) if isinstance(a.value, tuple) else a.value,
-                              attr_type=_ATTRIBUTE_TYPES[a.type])
+        helper.make_attribute(
+            a.name,
+            list(a.value) if isinstance(a.value, tuple) else a.value,
+            attr_type=_ATTRIBUTE_TYPES[a.type],
+        )
         for a in test.attributes
     )
     graph = helper.make_graph(

@@ -69,9 +69,7 @@ class WgpuBackend:
             device.device.destroy()
         self._devices.clear()
 
-    def _session(
-        self, device: Device, workload: Workload, faults: Faults
-    ) -> tuple[Session, bool]:
+    def _session(self, device: Device, workload: Workload, faults: Faults) -> tuple[Session, bool]:
         shapes = sorted((k, v.shape, str(v.dtype)) for k, v in workload.inputs.items())
         model = hashlib.sha256(workload.model).hexdigest()
         pinned = sorted(workload.shape.items())

@@ -21,5 +21,7 @@ def diagnose() -> list[tuple[str, bool, str, str]]:
 
 
 def _describe(info: dict) -> str:
-    return (f"{info['name']} ({info['backend_type']}, {info['adapter_type']}; vendor "
-            f"{info['vendor'] or '?'}, architecture {info['architecture'] or '?'})")
+    return (
+        f"{info['name']} ({info['backend_type']}, {info['adapter_type']}; vendor "
+        f"{info['vendor'] or '?'}, architecture {info['architecture'] or '?'})"
+    )
