@@ -132,9 +132,12 @@ class OrtWebBackend:
         return {bundle: page.loads for bundle, page in self._pages.items()}
 
     def _start(self) -> None:
-        """Launch the browser, start the server and look at the adapter, once per run."""
+        """Launch the browser, start the server and look at the adapter: once per run, and
+        again after the browser died (its pages, context and server go with it)."""
         if self._browser is not None:
-            return
+            if self._browser.is_connected():
+                return
+            self.close()
         started = time.perf_counter()
         try:
             self._playwright = browser.acquire_playwright()
@@ -200,9 +203,10 @@ def _backend_run(result: Mapping[str, Any], workload: Workload, details: dict) -
     trace = build_trace(result)
     details = {**details, "warnings": list(dict.fromkeys(result.get("warnings", ())))}
     if result["status"] != "ok":
-        return BackendRun(
-            status=result["status"], message=result["message"], trace=trace, details=details
-        )
+        message = result["message"]
+        if result.get("deviceLost"):  # the cause; ORT's message names only what failed next
+            message = f"WebGPU device lost ({result['deviceLost']}): {message}"
+        return BackendRun(status=result["status"], message=message, trace=trace, details=details)
     types = {output["type"] for outputs in result["runs"] for output in outputs.values()}
     if not types <= set(TENSOR_TYPES):
         message = f"outputs of types this backend cannot read: {sorted(types - set(TENSOR_TYPES))}"

@@ -238,6 +238,11 @@ window.harness = {
     jobs.delete(id);
     Object.assign(result, tracer.drain());
     result.deviceLost = tracer.deviceLost;
+    // A case that failed on a device destroyed under ORT: later cases in this page fail too.
+    const device = ort && ort.env.webgpu.device;
+    if (!result.deviceLost && result.status !== 'ok' && device && tracer.isLost(device)) {
+      result.deviceLost = "onnxruntime-web's device was destroyed";
+    }
     return result;
   },
   async releaseSessions() {

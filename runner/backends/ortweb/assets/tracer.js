@@ -16,6 +16,7 @@
   const UNIFORM = 0x40; // GPUBufferUsage.UNIFORM
 
   const known = new WeakMap(); // GPU object -> what the tracer knows of it
+  const lostDevices = new WeakSet();
   const serial = {b: 0, p: 0};
   const nextId = (prefix) => `${prefix}${++serial[prefix]}`;
 
@@ -38,6 +39,10 @@
     /** The tracer's id of a buffer (assigning one if the buffer predates the tracer). */
     bufferId(buffer) {
       return bufferInfo(buffer).id;
+    },
+    /** Whether `device` is lost, destroyed included (which onnxruntime-web does itself). */
+    isLost(device) {
+      return lostDevices.has(device);
     },
     /** The errors and warnings collected since the last drain. */
     drain() {
@@ -185,6 +190,7 @@
         tracer.errors.push(`WebGPU uncaptured error: ${event.error.message}`);
       });
       device.lost.then((lost) => {
+        lostDevices.add(device);
         if (lost.reason !== 'destroyed') {
           tracer.deviceLost = lost.message || String(lost.reason);
           tracer.errors.push(`WebGPU device lost: ${tracer.deviceLost}`);
