@@ -258,12 +258,14 @@ def outcome(verdicts: frozenset[str], expect: frozenset[str]) -> str:
 
 
 def attribute(ev: Evidence, verdicts: frozenset[str]) -> str | None:
-    """Where a failure lives: the capture path alone, eager too, or after a layout change."""
+    """Where a failure lives: eager too (a kernel bug), the static-shape capture path alone
+    (eager, which binds afresh every run, agrees: the seed's phenomenon C), or only after a
+    layout change (a stale layout, or the first layout failing when captured again)."""
     if verdicts <= {"pass", "skipped"} or ev.run.status != "ok":
         return None
     if verdicts & {"reference-mismatch", "expected-mismatch"}:
         return "eager too"
-    if "stale-layout" in verdicts:
+    if "stale-layout" in verdicts or ev.case.revisit:
         return "capture only, after a layout change"
     return "capture only" if ev.case.capture else "eager"
 

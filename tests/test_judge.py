@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -135,3 +136,12 @@ def test_backend_status_is_the_verdict(status):
 )
 def test_outcome(got, expect, result):
     assert outcome(frozenset(got), frozenset(expect)) == result
+
+
+def test_a_failing_revisit_is_attributed_to_the_layout_change():
+    eager = run(REF, REF, REF)
+    off = {"y": REF["y"] + 0.01}
+    revisit = dataclasses.replace(case(True), revisit=True)
+    judgement = judge(Evidence(revisit, run(REF, off, off), REF, eager=eager))
+    assert judgement.verdicts == {"capture-mismatch"}
+    assert judgement.attribution == "capture only, after a layout change"
