@@ -99,6 +99,7 @@ def test_canary_suite_sees_every_injected_fault(tmp_path):
         "racy-replay",
         "stale-input-binding",
         "stale-uniform-binding",
+        "ep-name-as-string",
     }
     assert all(r.outcome == "expected" and r.verdict != "pass" for r in injected)
     assert all(r.verdict == "pass" for r in summary.results if not r.injected)

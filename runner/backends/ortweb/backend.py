@@ -38,6 +38,7 @@ TENSOR_TYPES = (
 
 
 STALE_UNIFORM_BINDING = "stale-uniform-binding"
+EP_NAME_AS_STRING = "ep-name-as-string"
 
 
 class OrtWebBackend:
@@ -48,6 +49,9 @@ class OrtWebBackend:
         "an earlier capture in the page recorded gets that capture's uniform buffer in place of "
         "its own (same size only), so every replay reads the earlier layout's constants, e.g. "
         "LayerNormalization's epsilon (the seed bug: silent, deterministic; stale-layout)",
+        EP_NAME_AS_STRING: "create sessions with executionProviders ['webgpu'] instead of "
+        "[{name: 'webgpu'}]: the C++ EP builds then silently ignore enableGraphCapture, so "
+        "every 'replay' rebuilds its bind groups (capture-not-engaged; JSEP takes either form)",
     }
 
     def __init__(self, options: BackendOptions):

@@ -101,8 +101,10 @@ const createSession = async (spec) => {
   // The EP as an object, not the string 'webgpu': the C++ EP builds (ort.webgpu.mjs,
   // ort.jspi.mjs) pass enableGraphCapture on to the EP only then, and otherwise run a capture
   // session uncaptured without a word. JSEP takes either form.
+  // Fault `ep-name-as-string` passes it the other way, as users easily do (backend.FAULTS).
+  const asString = (spec.faults || []).includes('ep-name-as-string');
   const options = {
-    executionProviders: [{name: 'webgpu'}],
+    executionProviders: [asString ? 'webgpu' : {name: 'webgpu'}],
     freeDimensionOverrides: spec.freeDimensionOverrides,
   };
   if (capture) {
