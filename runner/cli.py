@@ -320,14 +320,14 @@ def cmd_merge(args: argparse.Namespace) -> ExitCode:
 def cmd_doctor(args: argparse.Namespace) -> ExitCode:
     from runner.doctor import diagnose
 
-    usable = True
+    complete = True
     for check in diagnose():
         mark = "[green]ok[/green]" if check.ok else "[red]missing[/red]"
         console.print(f"{mark:>20} {check.name}: {check.detail}")
         if not check.ok and check.fix:
             console.print(f"{'':>9} fix: {check.fix}")
-        usable &= check.ok or not check.required
-    return ExitCode.OK if usable else ExitCode.ENVIRONMENT
+        complete &= check.ok
+    return ExitCode.OK if complete else ExitCode.ENVIRONMENT
 
 
 COMMANDS = {

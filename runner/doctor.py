@@ -15,7 +15,6 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
-    required: bool = False  # without it nothing runs at all
 
 
 def _python_packages() -> list[Check]:
@@ -28,7 +27,6 @@ def _python_packages() -> list[Check]:
                 version is not None,
                 version or "absent",
                 "pip install -e . (or nox -s regress)",
-                required=name == "onnxruntime",
             )
         )
     return checks
@@ -37,7 +35,7 @@ def _python_packages() -> list[Check]:
 def _backend_checks() -> list[Check]:
     """Each backend module that offers `diagnose()` reports its own needs.
 
-    `diagnose()` returns (what, ok, detail, how to fix) tuples.
+    `diagnose()` returns a list of `runner.backends.base.Diagnosis`.
     """
     checks = []
     for name, target in BACKENDS.items():
@@ -51,10 +49,7 @@ def _backend_checks() -> list[Check]:
             continue
         diagnose = getattr(module, "diagnose", None)
         if diagnose is not None:
-            checks += [
-                Check(f"{name}: {c[0]}", bool(c[1]), str(c[2]), str(c[3]) if len(c) > 3 else "")
-                for c in diagnose()
-            ]
+            checks += [Check(f"{name}: {c.check}", c.ok, c.detail, c.fix) for c in diagnose()]
         factory = getattr(module, factory_name, None)
         faults = getattr(factory, "FAULTS", {})
         if faults:

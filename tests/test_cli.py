@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -142,3 +143,32 @@ def test_validate_reports_counts(write_suite):
 def test_every_command_has_help(command):
     proc = regress(command, "--help")
     assert proc.returncode == 0 and "usage:" in proc.stdout
+
+
+@pytest.mark.browser
+@pytest.mark.gpu
+def test_doctor_reports_adapters_and_browser():
+    proc = regress("doctor")
+    assert proc.returncode == 0, proc.stderr
+    for line in (
+        "wgpu: default adapter:",
+        "ort-web: chromium:",
+        "ort-web: webgpu adapter:",
+        "ort-web: onnxruntime-web: 1.30.0",
+        "shape-only-capture-cache",
+    ):
+        assert line in proc.stderr
+
+
+def test_doctor_says_how_to_fix_a_missing_browser():
+    env = {**os.environ, "REGRESS_CHROMIUM": "/nonexistent/chromium"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "runner", "doctor"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 3
+    assert "missing ort-web: chromium" in proc.stderr and "fix:" in proc.stderr

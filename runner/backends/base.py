@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -90,6 +90,15 @@ class BackendOptions:
     inject: frozenset[str] = frozenset()  # run-wide faults; the pipeline adds them to Case.inject
     adapter: str | None = None  # wgpu: adapter name or backend type
     chromium: str | None = None  # ort-web: browser executable
+
+
+class Diagnosis(NamedTuple):
+    """One thing `doctor` checks for a backend (its module's `diagnose()` returns a list)."""
+
+    check: str
+    ok: bool
+    detail: str  # what was found, or what is wrong
+    fix: str = ""  # how to fix it, where it is not ok
 
 
 def case_timeout(case: Case, options: BackendOptions) -> float:

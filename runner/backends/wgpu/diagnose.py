@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+from runner.backends.base import Diagnosis
 from runner.backends.wgpu.device import INSTALL_HINT, adapter_environment, request_adapter
 from runner.errors import EnvironmentUnusable
 
 
-def diagnose() -> list[tuple[str, bool, str, str]]:
-    """(what, ok, detail, how to fix): the default adapter and every adapter enumerated."""
+def diagnose() -> list[Diagnosis]:
+    """The default adapter and every adapter enumerated."""
     import wgpu
 
     try:
         default = adapter_environment(request_adapter(None))
     except EnvironmentUnusable as missing:
-        return [("default adapter", False, str(missing), INSTALL_HINT)]
-    checks = [("default adapter", True, _describe(default), "")]
+        return [Diagnosis("default adapter", False, str(missing), INSTALL_HINT)]
+    checks = [Diagnosis("default adapter", True, _describe(default))]
     for adapter in wgpu.gpu.enumerate_adapters_sync():
-        checks.append(("adapter", True, _describe(adapter_environment(adapter)), ""))
+        checks.append(Diagnosis("adapter", True, _describe(adapter_environment(adapter))))
     return checks
 
 
