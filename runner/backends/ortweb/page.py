@@ -70,7 +70,7 @@ class BundlePage:
             page.evaluate("spec => harness.start(spec)", {**spec, "id": case_id})
             watchdog.start()
             handle = page.wait_for_function(
-                "id => harness.finished(id)", arg=case_id, timeout=timeout_s * 1000
+                "id => harness.finished(id)", arg=case_id, timeout=timeout_s * 1000, polling=2
             )
             result = handle.json_value()
             handle.dispose()
