@@ -13,7 +13,7 @@ from runner.backends.base import Backend, BackendOptions
 # name -> "module:factory"; the factory takes BackendOptions and returns a Backend.
 BACKENDS: dict[str, str] = {
     "reference": "runner.backends.reference:ReferenceBackend",
-    "wgpu": "runner.backends.wgpu:WgpuBackend",
+    "wgpu": "runner.backends.wgpu:IsolatedWgpuBackend",
     "ort-web": "runner.backends.ortweb:OrtWebBackend",
 }
 

@@ -11,7 +11,19 @@ Modules, in the order data flows:
   diagnose.py  what `doctor` says about adapters
 """
 
+from runner.backends.base import BackendOptions
+from runner.backends.isolated import IsolatedBackend
 from runner.backends.wgpu.backend import WgpuBackend
 from runner.backends.wgpu.diagnose import diagnose
 
-__all__ = ["WgpuBackend", "diagnose"]
+
+class IsolatedWgpuBackend(IsolatedBackend):
+    """WgpuBackend in a child process: a wgpu-native panic aborts the child, not the run."""
+
+    FAULTS = WgpuBackend.FAULTS
+
+    def __init__(self, options: BackendOptions):
+        super().__init__("runner.backends.wgpu:WgpuBackend", options)
+
+
+__all__ = ["IsolatedWgpuBackend", "WgpuBackend", "diagnose"]

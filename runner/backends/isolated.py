@@ -1,0 +1,113 @@
+"""Run a backend in a child process, so that a native crash fails one case, not the run.
+
+wgpu-native aborts the whole process on a Rust panic; inside a child process that is a dead
+child: the case is recorded as `error` with the exit status, a fresh child (a fresh device)
+takes the next case, and every earlier result stays. A child that does not answer within the
+case's timeout is killed the same way. Within one child, cases share one device, so stale
+bindings between the layouts of a sequence stay observable.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+from multiprocessing.connection import Connection
+from typing import Any
+
+from runner.backends.base import BackendOptions, BackendRun, case_timeout
+from runner.errors import EnvironmentUnusable
+from runner.matrix import Case
+from runner.workload import Workload
+
+GRACE_S = 10.0  # beyond the case timeout, which the backend enforces itself between runs
+
+
+def _serve(target: str, options: BackendOptions, conn: Connection) -> None:
+    """The child: create the backend, then answer (method, args) requests until told to stop."""
+    module, _, factory = target.partition(":")
+    try:
+        backend = getattr(importlib.import_module(module), factory)(options)
+    except EnvironmentUnusable as unusable:
+        conn.send(("unusable", str(unusable)))
+        return
+    conn.send(("ready", None))
+    while True:
+        method, args = conn.recv()
+        if method == "close":
+            backend.close()
+            conn.send(("closed", None))
+            return
+        conn.send(("ok", getattr(backend, method)(*args)))
+
+
+class IsolatedBackend:
+    """A Backend whose work happens in a child process running `target` ("module:Factory")."""
+
+    def __init__(self, target: str, options: BackendOptions):
+        module, _, factory = target.partition(":")
+        backend_class = getattr(importlib.import_module(module), factory)
+        self.name, self.FAULTS = backend_class.name, backend_class.FAULTS
+        self.target, self.options = target, options
+        self._context = multiprocessing.get_context("spawn")  # the parent may run threads
+        self._child: multiprocessing.Process | None = None
+        self._conn: Connection | None = None
+        self._start()
+
+    def _start(self) -> None:
+        self._conn, child_end = self._context.Pipe()
+        self._child = self._context.Process(
+            target=_serve, args=(self.target, self.options, child_end), daemon=True
+        )
+        self._child.start()
+        child_end.close()
+        status, detail = self._receive(timeout_s=120.0)
+        if status == "unusable":
+            self._child.join()
+            raise EnvironmentUnusable(detail)
+
+    def _receive(self, timeout_s: float) -> tuple[str, Any]:
+        if not self._conn.poll(timeout_s):
+            raise TimeoutError(f"the {self.name} process did not answer within {timeout_s:g} s")
+        return self._conn.recv()
+
+    def _call(self, method: str, *args: Any, timeout_s: float = 120.0) -> Any:
+        self._conn.send((method, args))
+        return self._receive(timeout_s)[1]
+
+    def _restart(self) -> None:
+        self._child.kill()
+        self._child.join()
+        self._conn.close()
+        self._start()
+
+    def environment(self) -> dict[str, Any]:
+        return {**self._call("environment"), "isolated": True}
+
+    def run(self, case: Case, workload: Workload) -> BackendRun:
+        try:
+            return self._call(
+                "run", case, workload, timeout_s=case_timeout(case, self.options) + GRACE_S
+            )
+        except TimeoutError as hung:
+            self._restart()
+            return BackendRun(status="timeout", message=f"{hung}; it was restarted")
+        except (EOFError, OSError):  # the child died mid-case, e.g. a native panic
+            self._child.join()
+            code = self._child.exitcode
+            self._restart()
+            return BackendRun(
+                status="error",
+                message=f"the {self.name} process died (exit "
+                f"status {code}) while running the case; it was restarted",
+            )
+
+    def close(self) -> None:
+        if self._child is None:
+            return
+        try:
+            self._call("close", timeout_s=30.0)
+        except (EOFError, OSError, TimeoutError):
+            self._child.kill()
+        self._child.join()
+        self._conn.close()
+        self._child = None
