@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -30,7 +31,7 @@ class Evidence:
     # (layout label, reference) of content-different layouts that ran earlier in the sequence
     earlier: tuple[tuple[str, Mapping[str, np.ndarray]], ...] = ()
 
-    @property
+    @cached_property  # several detectors ask; compare once per case
     def vs_reference(self) -> dict[str, Comparison]:
         return compare_outputs(dict(self.run.outputs), dict(self.reference), self.case.tolerance)
 

@@ -163,8 +163,9 @@ def execute(
                 result = _run_case(
                     run_id, case, backends[case.backend.name], oracle, sequence, localize
                 )
+                record = result.to_dict()
                 for store in stores:
-                    store.record(result.to_dict())
+                    store.record(record)
                 results.append(result)
                 on_result(result)
     except KeyboardInterrupt:
