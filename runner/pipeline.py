@@ -78,18 +78,40 @@ class _Sequence:
         return tuple(v for k, v in self.references.items() if k != workload.key)
 
 
-@contextmanager
-def _sigterm_as_interrupt():
-    """SIGTERM stops a run the way Ctrl-C does: finished results stay, the run is marked."""
+class _Interrupts:
+    """Ctrl-C and SIGTERM stop a run as KeyboardInterrupt, but never between the stores: a
+    result being recorded goes into every store first, so the run folder and the history agree.
+    """
 
-    def handler(signum, frame):
-        raise KeyboardInterrupt
+    def __init__(self) -> None:
+        self._storing = False
+        self._pending = False
 
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    def _handler(self, signum, frame) -> None:
+        if self._storing:
+            self._pending = True
+        else:
+            raise KeyboardInterrupt
+
+    @contextmanager
+    def installed(self):
+        signals = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self._handler) for sig in signals}
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    @contextmanager
+    def deferred(self):
+        self._storing = True
+        try:
+            yield
+        finally:
+            self._storing = False
+            if self._pending:
+                raise KeyboardInterrupt
 
 
 def _failed_run(exc: Exception) -> BackendRun:
@@ -136,6 +158,7 @@ def execute(
     stores = (RunFolder(out / "runs" / run_id), history)
     oracle = ReferenceCache(out / ".oracle")
     backends: dict[str, Backend] = {}
+    used: set[str] = set()
     environments: dict[str, dict[str, Any]] = {}
     results: list[CaseResult] = []
     status, message, interrupted = "complete", "", False
@@ -144,7 +167,12 @@ def execute(
     sequence = _Sequence()
     deadline = time.monotonic() + run_timeout_s if run_timeout_s else None
     try:
-        with _sigterm_as_interrupt(), ExitStack() as closing:
+        with _Interrupts().installed() as interrupts, ExitStack() as closing:
+            # All opened first, so that one booting in the background (wgpu's process) does so
+            # while another runs cases; each one's environment is recorded once it has run one.
+            for name in dict.fromkeys(case.backend.name for case in cases):
+                backends[name] = open_backend(name, options)
+                closing.callback(backends[name].close)
             for case in cases:
                 if deadline is not None and time.monotonic() > deadline:
                     status = "incomplete"
@@ -155,17 +183,16 @@ def execute(
                     break
                 case = dataclasses.replace(case, inject=case.inject | options.inject)
                 on_start(case)
-                if case.backend.name not in backends:
-                    backend = backends[case.backend.name] = open_backend(case.backend.name, options)
-                    closing.callback(backend.close)
+                backend = backends[case.backend.name]
+                if case.backend.name not in used:
+                    used.add(case.backend.name)
                     # callbacks run last-in first-out: read the environment before closing
                     closing.callback(_record_environment, environments, case.backend.name, backend)
-                result = _run_case(
-                    run_id, case, backends[case.backend.name], oracle, sequence, localize
-                )
+                result = _run_case(run_id, case, backend, oracle, sequence, localize)
                 record = result.to_dict()
-                for store in stores:
-                    store.record(record)
+                with interrupts.deferred():
+                    for store in stores:
+                        store.record(record)
                 results.append(result)
                 on_result(result)
     except KeyboardInterrupt:

@@ -35,7 +35,7 @@ CRASH_SUITE = """
 name: ortweb-crash
 models:
   before: {builtin: encoder, layers: 1, hidden: 32, heads: 4, ffn: 64}
-  slow: {builtin: encoder, layers: 2, hidden: 128, heads: 4, ffn: 256}
+  slow: {builtin: encoder, layers: 4, hidden: 256, heads: 4, ffn: 1024}
   after: {builtin: encoder, layers: 1, hidden: 32, heads: 2, ffn: 64}
 shapes:
   - {batch: 1, sequence: 64}
@@ -43,7 +43,7 @@ backends:
   - {name: ort-web, bundle: webgpu}
 capture: [eager]
 """
-KILL_AFTER_S = 1.0  # into the slow case: its session and first run take about 4 s here
+KILL_AFTER_S = 1.0  # into the slow case: its session and first run take about 2 s here
 
 
 def chromium_processes(root: int, kind: str) -> list[int]:

@@ -29,13 +29,13 @@ def get(server: AssetServer, path: str, method: str = "GET") -> tuple[int, dict,
     return answer
 
 
-def test_serves_its_files_and_registered_bytes_by_opaque_names(served):
+def test_serves_its_files_and_registered_bytes_by_content_names(served):
     assert served.origin.startswith("http://127.0.0.1:")
     status, headers, body = get(served, "/harness.html?cache=bust")
     assert (status, headers["Content-Type"], body) == (200, "text/html; charset=utf-8",
                                                        b"<!doctype html>")  # fmt: skip
     path = served.register(b"\x00\x01model bytes")
-    other = served.register(b"\x00\x01model bytes")
+    other = served.register(b"\x00\x02other bytes")
     assert path != other and path.startswith("/data/") and "model" not in path
     status, headers, body = get(served, path)
     assert (status, headers["Content-Type"], headers["Cache-Control"], body) == (
@@ -45,6 +45,15 @@ def test_serves_its_files_and_registered_bytes_by_opaque_names(served):
     served.unregister(path)
     assert get(served, path)[0] == 404
     assert get(served, other)[0] == 200
+
+
+def test_the_same_bytes_registered_twice_stay_until_both_are_unregistered(served):
+    path = served.register(b"shared input")
+    assert served.register(b"shared input") == path
+    served.unregister(path)
+    assert get(served, path)[2] == b"shared input"
+    served.unregister(path)
+    assert get(served, path)[0] == 404
 
 
 @pytest.mark.parametrize(

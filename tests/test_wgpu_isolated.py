@@ -60,6 +60,7 @@ def test_a_hung_child_is_a_timeout_and_is_replaced(cases, monkeypatch):
     monkeypatch.setattr("runner.backends.isolated.GRACE_S", 1.0)
     backend = open_backend("wgpu", BackendOptions(runs=3, timeout_s=2.0))
     try:
+        backend.environment()  # booted: the hang comes mid-case
         stuck = backend._child.pid
         os.kill(stuck, signal.SIGSTOP)  # a native call that never returns looks like this
         hung = backend.run(cases["enc"], materialize(cases["enc"]))

@@ -4,7 +4,8 @@ wgpu-native aborts the whole process on a Rust panic; inside a child process tha
 child: the case is recorded as `error` with the exit status, a fresh child (a fresh device)
 takes the next case, and every earlier result stays. A child that does not answer within the
 case's timeout is killed the same way. Within one child, cases share one device, so stale
-bindings between the layouts of a sequence stay observable.
+bindings between the layouts of a sequence stay observable. The child boots in the background:
+opening the backend returns at once, and its first call waits for the boot.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from runner.matrix import Case
 from runner.workload import Workload
 
 GRACE_S = 10.0  # beyond the case timeout, which the backend enforces itself between runs
+BOOT_TIMEOUT_S = 120.0
 
 
 def _serve(target: str, options: BackendOptions, conn: Connection) -> None:
@@ -54,16 +56,24 @@ class IsolatedBackend:
         self._start()
 
     def _start(self) -> None:
+        """Spawn the child; it boots (imports, adapter, device) while the parent goes on."""
         self._conn, child_end = self._context.Pipe()
         self._child = self._context.Process(
             target=_serve, args=(self.target, self.options, child_end), daemon=True
         )
         self._child.start()
         child_end.close()
-        status, detail = self._receive(timeout_s=120.0)
+        self._booted = False
+
+    def _ready(self) -> None:
+        """Wait for the child's boot; raises EnvironmentUnusable if it cannot run here."""
+        if self._booted:
+            return
+        status, detail = self._receive(timeout_s=BOOT_TIMEOUT_S)
         if status == "unusable":
             self._child.join()
             raise EnvironmentUnusable(detail)
+        self._booted = True
 
     def _receive(self, timeout_s: float) -> tuple[str, Any]:
         if not self._conn.poll(timeout_s):
@@ -71,6 +81,7 @@ class IsolatedBackend:
         return self._conn.recv()
 
     def _call(self, method: str, *args: Any, timeout_s: float = 120.0) -> Any:
+        self._ready()
         self._conn.send((method, args))
         return self._receive(timeout_s)[1]
 
@@ -104,10 +115,13 @@ class IsolatedBackend:
     def close(self) -> None:
         if self._child is None:
             return
-        try:
-            self._call("close", timeout_s=30.0)
-        except (EOFError, OSError, TimeoutError):
+        if not self._booted:  # never used: nothing to release in it
             self._child.kill()
+        else:
+            try:
+                self._call("close", timeout_s=30.0)
+            except (EOFError, OSError, TimeoutError):
+                self._child.kill()
         self._child.join()
         self._conn.close()
         self._child = None

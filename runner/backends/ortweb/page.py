@@ -2,17 +2,16 @@
 
 A page is (re)opened only when it must be: first use, after a crash, a lost WebGPU device or a
 case that timed out. Each open costs a page load and the bundle's wasm compile; the per-case
-path sends one call to start the case and waits for its result.
+path is one protocol call that runs the case in the page and returns its result.
 """
 
 from __future__ import annotations
 
-import itertools
+import json
 import threading
 from typing import Any
 
 from playwright.sync_api import BrowserContext, Error, Page
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from runner.backends.ortweb import browser
 from runner.backends.ortweb.server import AssetServer
@@ -29,7 +28,8 @@ class PageBroken(Exception):
     """The page crashed or failed to load the bundle; the message says what happened."""
 
 
-_case_ids = itertools.count(1)
+def _timed_out(timeout_s: float, then: str) -> str:
+    return f"no result after {timeout_s:g} s; {then}, the next case reloads it"
 
 
 class BundlePage:
@@ -57,31 +57,36 @@ class BundlePage:
     def run(self, spec: dict[str, Any], timeout_s: float, sequence: Any) -> dict[str, Any]:
         """Run one case; returns harness.js's result, or raises CaseTimedOut or PageBroken.
 
-        Sessions of the case's layout-change ``sequence`` stay alive; starting another sequence
-        releases the earlier one's, so a long run does not pile up GPU memory.
+        Sessions of the case's layout-change ``sequence`` stay alive; the first case of another
+        sequence releases the earlier one's, so a long run does not pile up GPU memory.
         """
         page = self._open()
-        case_id = f"case-{next(_case_ids)}"
-        watchdog = threading.Timer(timeout_s + KILL_GRACE_S, browser.kill_renderers)
+        killed = threading.Event()
+
+        def kill_stuck_renderer() -> None:
+            killed.set()
+            browser.kill_renderers()
+
+        watchdog = threading.Timer(timeout_s + KILL_GRACE_S, kill_stuck_renderer)
+        spec = {**spec, "newSequence": sequence != self.sequence}
+        self.sequence = sequence
+        watchdog.start()
         try:
-            if sequence != self.sequence:
-                page.evaluate("() => harness.releaseSessions()")
-                self.sequence = sequence
-            page.evaluate("spec => harness.start(spec)", {**spec, "id": case_id})
-            watchdog.start()
-            handle = page.wait_for_function(
-                "id => harness.finished(id)", arg=case_id, timeout=timeout_s * 1000, polling=2
+            result = json.loads(
+                page.evaluate(
+                    "([spec, ms]) => harness.run(spec, ms)", [spec, round(timeout_s * 1000)]
+                )
             )
-            result = handle.json_value()
-            handle.dispose()
-        except PlaywrightTimeout:
-            self.close()
-            raise CaseTimedOut(f"no result after {timeout_s:g} s; the page was reloaded") from None
         except Error as error:
             self.close()
+            if killed.is_set():
+                raise CaseTimedOut(_timed_out(timeout_s, "its renderer was killed")) from None
             raise PageBroken(f"the page failed: {error.message.splitlines()[0]}") from None
         finally:
             watchdog.cancel()
+        if result["status"] == "timeout":
+            self.close()
+            raise CaseTimedOut(_timed_out(timeout_s, "the page was closed"))
         if result.get("deviceLost"):
             self.close()  # the device is gone with its sessions: a fresh page for the next case
         return result

@@ -2,14 +2,16 @@
 
 WebGPU exists only in a secure context, so pages come from ``http://127.0.0.1:<port>``. The
 server knows a fixed table of names: the harness files, onnxruntime-web's dist files, and the
-bytes registered for the run (models, inputs) under opaque names. Any other path is a 404:
-there is no directory listing and no path is ever joined onto a folder.
+bytes registered for the run (models, inputs) under names made from their content. Any other
+path is a 404: there is no directory listing and no path is ever joined onto a folder.
 """
 
 from __future__ import annotations
 
-import secrets
+import hashlib
+import sys
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,6 +26,15 @@ CONTENT_TYPES = {
     ".json": "application/json",
     ".map": "application/json",
 }
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        """A browser gone mid-request (closed, killed, Ctrl-C) is no error of ours."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 @dataclass(frozen=True)
@@ -42,10 +53,13 @@ class AssetServer:
             path: _Asset(CONTENT_TYPES.get(file.suffix, "application/octet-stream"), file=file)
             for path, file in files.items()
         }
+        self._registrations: Counter[str] = Counter()
         self._lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive: one connection for a case's fetches
+
             def do_GET(self) -> None:
                 server._answer(self, send_body=True)
 
@@ -55,8 +69,7 @@ class AssetServer:
             def log_message(self, format: str, *args) -> None:  # quiet: the page reports errors
                 pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, args=(0.1,), name="ort-web-assets", daemon=True
         )
@@ -70,15 +83,21 @@ class AssetServer:
         return f"{self.origin}{path}"
 
     def register(self, data: bytes) -> str:
-        """Serve ``data`` under an opaque name until ``unregister``; returns its URL path."""
-        path = f"/data/{secrets.token_hex(16)}"
+        """Serve ``data`` until as many ``unregister`` calls; returns its URL path, named by
+        its content so that a page may keep what it fetched (an eager case and its capture twin
+        share a model)."""
+        path = f"/data/{hashlib.sha256(data).hexdigest()[:32]}"
         with self._lock:
             self._assets[path] = _Asset("application/octet-stream", data=data, cacheable=False)
+            self._registrations[path] += 1
         return path
 
     def unregister(self, path: str) -> None:
         with self._lock:
-            self._assets.pop(path, None)
+            self._registrations[path] -= 1
+            if self._registrations[path] <= 0:
+                del self._registrations[path]
+                self._assets.pop(path, None)
 
     def close(self) -> None:
         self._httpd.shutdown()

@@ -1,13 +1,18 @@
 // The page side of the ort-web backend: loads one onnxruntime-web bundle, then runs cases that
 // Python hands it. A case creates a session, runs it `runs` times (eager: CPU tensors; capture:
 // GPU tensors, graph capture on), reads every run's outputs back and reports timings and the
-// tracer's records. Sessions stay alive in `sessions` until released, so later cases run next
-// to earlier ones and a revisit can replay an earlier capture (layout-change sequences).
+// tracer's records. Sessions stay alive in `sessions` until the next sequence begins, so later
+// cases run next to earlier ones and a revisit can replay an earlier capture (layout-change
+// sequences).
 // A case's `faults` (faults.js) are armed only while its own capture session records.
 const tracer = window.__webgpuTracer;
 const faults = window.__webgpuFaults;
 const sessions = new Map(); // `${key}/${mode}` -> {session, feeds, buffers, ...}
-const jobs = new Map(); // case id -> Promise of its result
+// Sessions of the previous sequence, released once the next case has its own session: the C++
+// EP builds tear down their WebGPU context (program cache included) with the last session, and
+// building it again costs about 1.6 s on SwiftShader; JSEP keeps its backend for the page anyway.
+let retired = [];
+const fetched = new Map(); // url -> ArrayBuffer, for the current sequence
 let ort = null;
 
 const TYPED_ARRAYS = {
@@ -25,12 +30,16 @@ const TYPED_ARRAYS = {
   bool: Uint8Array,
 };
 
+/** The bytes at `url`, fetched once per sequence: data URLs are named by their content. */
 const fetchBytes = async (url) => {
-  const response = await fetch(url);
-  if (!response.ok) {
-    throw new Error(`fetching ${url}: HTTP ${response.status}`);
+  if (!fetched.has(url)) {
+    const response = await fetch(url);
+    if (!response.ok) {
+      throw new Error(`fetching ${url}: HTTP ${response.status}`);
+    }
+    fetched.set(url, await response.arrayBuffer());
   }
-  return response.arrayBuffer();
+  return fetched.get(url);
 };
 
 const toBase64 = (view) => {
@@ -51,15 +60,37 @@ const median = (values) => {
   return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 };
 
+const releaseEntry = async (entry) => {
+  await entry.session.release();
+  for (const buffer of entry.buffers) {
+    buffer.destroy();
+  }
+};
+
 const releaseSession = async (name) => {
   const entry = sessions.get(name);
   sessions.delete(name);
   faults.forget(name);
   if (entry) {
-    await entry.session.release();
-    for (const buffer of entry.buffers) {
-      buffer.destroy();
-    }
+    await releaseEntry(entry);
+  }
+};
+
+/** A new sequence begins: earlier sessions leave `sessions` (and faults) now, the GPU later. */
+const retireSessions = () => {
+  for (const [name, entry] of sessions) {
+    faults.forget(name);
+    retired.push(entry);
+  }
+  sessions.clear();
+  fetched.clear();
+};
+
+const releaseRetired = async () => {
+  const entries = retired;
+  retired = [];
+  for (const entry of entries) {
+    await releaseEntry(entry);
   }
 };
 
@@ -180,6 +211,9 @@ const runSession = async (entry, spec) => {
  * session is gone, a new session replaces any earlier one of the same name.
  */
 const runCase = async (spec) => {
+  if (spec.newSequence) {
+    retireSessions();
+  }
   const name = `${spec.key}/${spec.mode}`;
   let entry = spec.reuseSession ? sessions.get(name) : undefined;
   const reused = entry !== undefined;
@@ -189,6 +223,7 @@ const runCase = async (spec) => {
       faults.beginRecording(name, spec.faults);
     }
     const created = await createSession(spec);
+    await releaseRetired(); // ORT's context lives on in the new session
     if (created.failed) {
       faults.endRecording();
       faults.forget(name);
@@ -215,6 +250,15 @@ const runCase = async (spec) => {
   };
 };
 
+/** `job`, or a `timeout` result after `ms` (Python then closes the page, abandoning the job). */
+const withDeadline = (job, ms) => {
+  let timer;
+  const expired = new Promise((resolve) => {
+    timer = setTimeout(() => resolve({status: 'timeout'}), ms);
+  });
+  return Promise.race([job, expired]).finally(() => clearTimeout(timer));
+};
+
 window.harness = {
   /** Imports the onnxruntime-web bundle at `url`; returns ORT's version. */
   async load(url) {
@@ -223,34 +267,28 @@ window.harness = {
     ort.env.logLevel = 'error'; // ORT logs warnings with console.error
     return ort.env.versions.web;
   },
-  /** Starts a case; `finished(id)` resolves with its result. */
-  start(spec) {
-    jobs.set(
-      spec.id,
-      runCase(spec)
-        .catch((error) => ({
-          status: 'error',
-          message: String(error && error.message ? error.message : error),
-        }))
-        .finally(() => faults.endRecording()), // a case that failed mid-run arms nothing after it
-    );
-  },
-  async finished(id) {
-    const result = await jobs.get(id);
-    jobs.delete(id);
-    Object.assign(result, tracer.drain());
-    result.deviceLost = tracer.deviceLost;
-    // A case that failed on a device destroyed under ORT: later cases in this page fail too.
-    const device = ort && ort.env.webgpu.device;
-    if (!result.deviceLost && result.status !== 'ok' && device && tracer.isLost(device)) {
-      result.deviceLost = "onnxruntime-web's device was destroyed";
+  /**
+   * Runs one case; returns its result as JSON text: one protocol round trip per case, and
+   * Playwright hands over one string much faster than a tree of small objects.
+   */
+  async run(spec, timeoutMs) {
+    const job = runCase(spec)
+      .catch((error) => ({
+        status: 'error',
+        message: String(error && error.message ? error.message : error),
+      }))
+      .finally(() => faults.endRecording()); // a case that failed mid-run arms nothing after it
+    const result = await withDeadline(job, timeoutMs);
+    if (result.status !== 'timeout') {
+      Object.assign(result, tracer.drain());
+      result.deviceLost = tracer.deviceLost;
+      // A case that failed on a device destroyed under ORT: later cases in this page fail too.
+      const device = ort && ort.env.webgpu.device;
+      if (!result.deviceLost && result.status !== 'ok' && device && tracer.isLost(device)) {
+        result.deviceLost = "onnxruntime-web's device was destroyed";
+      }
     }
-    return result;
-  },
-  async releaseSessions() {
-    for (const name of [...sessions.keys()]) {
-      await releaseSession(name);
-    }
+    return JSON.stringify(result);
   },
   sessionNames() {
     return [...sessions.keys()];
