@@ -3,8 +3,11 @@ backend restarts on a fresh device, and the run goes on."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -15,6 +18,8 @@ from runner.backends.base import BackendOptions
 from runner.matrix import expand_matrix
 from runner.suite import load_suite
 from runner.workload import materialize
+
+from .conftest import REPO
 
 pytestmark = pytest.mark.gpu
 
@@ -68,3 +73,30 @@ def test_a_hung_child_is_a_timeout_and_is_replaced(cases, monkeypatch):
         assert backend.run(cases["enc"], materialize(cases["enc"])).status == "ok"
     finally:
         backend.close()
+
+
+def test_ctrl_c_stops_the_run_without_a_traceback_from_the_child(write_suite, tmp_path):
+    """A terminal's Ctrl-C reaches the whole process group, the wgpu process too."""
+    shapes = "\n".join(f"  - {{batch: 1, sequence: {8 + i}}}" for i in range(40))
+    suite = write_suite(
+        "models:\n  enc: {builtin: encoder, layers: 1, hidden: 32, heads: 4, ffn: 64}\n"
+        f"backends: [wgpu]\nshapes:\n{shapes}\n"
+    )
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runner", "run", str(suite), "--out", str(out), "--runs", "1"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        jsonl = list(out.glob("runs/*/results.jsonl"))
+        if jsonl and len(jsonl[0].read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr, stderr
+    [run_dir] = (out / "runs").iterdir()
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "incomplete"

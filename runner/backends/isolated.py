@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import multiprocessing
+import signal
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -26,6 +27,7 @@ BOOT_TIMEOUT_S = 120.0
 
 def _serve(target: str, options: BackendOptions, conn: Connection) -> None:
     """The child: create the backend, then answer (method, args) requests until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it closes us
     module, _, factory = target.partition(":")
     try:
         backend = getattr(importlib.import_module(module), factory)(options)

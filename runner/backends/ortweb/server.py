@@ -58,8 +58,6 @@ class AssetServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive: one connection for a case's fetches
-
             def do_GET(self) -> None:
                 server._answer(self, send_body=True)
 
