@@ -160,9 +160,9 @@ def main() -> int:
         (
             "outside the backends, warm",
             f"{warm_s - inside_s:.1f} s: {between_s:.1f} s between cases (opening and closing "
-            f"backends, storing), {within_firsts_s:.1f} s in each page's first case (Playwright, "
-            f"browser launch, page load), {within_s - within_firsts_s:.1f} s in the other "
-            f"{len(rest)} cases",
+            f"backends, storing), {within_firsts_s:.1f} s in the {len(firsts)} pages' first "
+            f"cases (Playwright, browser launch, page load), {within_s - within_firsts_s:.1f} s "
+            f"in the other {len(rest)} cases",
         ),
         ("overhead ratio of those other cases (a large matrix tends to it)", f"{steady:.2f}"),
         (
@@ -175,7 +175,7 @@ def main() -> int:
         ),
         ("speedup over the naive harness", f"{naive_s / suite_web_s:.1f}x"),
         (
-            "of the warm run inside the backends: each bundle page's first case",
+            f"of the warm run inside the backends: the {len(firsts)} pages' first cases",
             f"{first_per_page_s:.1f} s (ORT's wasm start, WebGPU device, shader compiles)",
         ),
         (
