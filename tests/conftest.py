@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -27,3 +29,20 @@ def write_suite(suite_dir: Path):
         return path
 
     return write
+
+
+def run_until_results(suite: Path, out: Path, results: int = 3) -> subprocess.Popen:
+    """`runner run SUITE` (one run per case) in its own process group, as a terminal starts it,
+    returned once ``results`` results are stored: the moment to interrupt it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runner", "run", str(suite), "--out", str(out), "--runs", "1"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        jsonl = list(out.glob("runs/*/results.jsonl"))
+        if jsonl and len(jsonl[0].read_text().splitlines()) >= results:
+            break
+        time.sleep(0.1)
+    return proc

@@ -13,7 +13,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from runner.matrix import expand_matrix
 from runner.pipeline import execute
 from runner.suite.loader import load_suite
 
-from .conftest import REPO
+from .conftest import REPO, run_until_results
 
 pytestmark = pytest.mark.browser
 
@@ -183,20 +182,9 @@ def listening_ports(pid: int) -> set[int]:
 def test_an_interrupted_run_keeps_its_results_and_leaves_nothing_running(
     write_suite, tmp_path, how
 ):
-    suite = write_suite(INTERRUPT_SUITE)
     out = tmp_path / "out"
     # its own process group: Ctrl-C reaches the runner, Playwright's driver and Chromium at once
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "runner", "run", str(suite), "--out", str(out), "--runs", "1"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None:
-        jsonl = list(out.glob("runs/*/results.jsonl"))
-        if jsonl and len(jsonl[0].read_text().splitlines()) >= 3:
-            break
-        time.sleep(0.1)
+    proc = run_until_results(write_suite(INTERRUPT_SUITE), out)
     children = descendant_pids(proc.pid)
     ports = listening_ports(proc.pid)
     assert chromium_processes(proc.pid, "browser") and ports, "the run is not in the browser yet"

@@ -6,13 +6,10 @@ import json
 import multiprocessing
 import signal
 import sqlite3
-import subprocess
-import sys
-import time
 
 from runner.history import SqliteHistory
 
-from .conftest import REPO
+from .conftest import run_until_results
 from .test_cli import SUITE, regress
 
 
@@ -54,19 +51,7 @@ def test_sigterm_keeps_finished_results_and_marks_the_run(write_suite, tmp_path)
     shapes = "\n".join(f"  - {{batch: 1, sequence: {8 + i}}}" for i in range(40))
     suite = write_suite(SUITE.replace("  - {batch: 1, sequence: 8}", shapes))
     out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "runner", "run", str(suite), "--out", str(out), "--runs", "2"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        jsonl = list(out.glob("runs/*/results.jsonl"))
-        if jsonl and len(jsonl[0].read_text().splitlines()) >= 3:
-            break
-        time.sleep(0.1)
+    proc = run_until_results(suite, out)
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr

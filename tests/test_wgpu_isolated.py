@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -19,7 +17,7 @@ from runner.matrix import expand_matrix
 from runner.suite import load_suite
 from runner.workload import materialize
 
-from .conftest import REPO
+from .conftest import run_until_results
 
 pytestmark = pytest.mark.gpu
 
@@ -83,17 +81,7 @@ def test_ctrl_c_stops_the_run_without_a_traceback_from_the_child(write_suite, tm
         f"backends: [wgpu]\nshapes:\n{shapes}\n"
     )
     out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "runner", "run", str(suite), "--out", str(out), "--runs", "1"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        jsonl = list(out.glob("runs/*/results.jsonl"))
-        if jsonl and len(jsonl[0].read_text().splitlines()) >= 3:
-            break
-        time.sleep(0.1)
+    proc = run_until_results(suite, out)
     os.killpg(proc.pid, signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
