@@ -137,7 +137,7 @@ def test_onnxruntime_webs_device_destroyed_fails_that_case_and_the_page_reloads(
     def destroy() -> None:
         [backend] = opened
         bundle = backend._server.url(f"/ort/{BUNDLE_MODULES['jsep']}")
-        backend._page("jsep")._page.evaluate(
+        backend._loaded_page("jsep")._page.evaluate(
             "async url => (await import(url)).env.webgpu.device.destroy()", bundle
         )
 

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 
 from runner.backends import open_backend
 from runner.backends.base import BackendOptions, BackendRun
-from runner.backends.wgpu import WgpuBackend
+from runner.backends.wgpu.backend import WgpuBackend
 from runner.compare import compare
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
@@ -275,7 +275,7 @@ def test_no_adapter_is_environment_unusable_with_the_fix():
     """A backend type wgpu-native never has: the constructor must say how to get an adapter."""
     script = (
         "from runner.backends.base import BackendOptions\n"
-        "from runner.backends.wgpu import WgpuBackend\n"
+        "from runner.backends.wgpu.backend import WgpuBackend\n"
         "from runner.errors import EnvironmentUnusable\n"
         "try:\n    WgpuBackend(BackendOptions())\n"
         "except EnvironmentUnusable as error:\n    print('UNUSABLE', error)\n"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from runner.backends.base import BackendRun
-from runner.backends.wgpu import WgpuBackend
+from runner.backends.wgpu.backend import WgpuBackend
 from runner.backends.wgpu.faults import (
     CAPTURE_FALLS_BACK_TO_EAGER,
     FAULTS,

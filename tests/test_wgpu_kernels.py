@@ -29,7 +29,7 @@ RNG = np.random.default_rng(7)
 
 
 def open_wgpu(**options):
-    from runner.backends.wgpu import WgpuBackend
+    from runner.backends.wgpu.backend import WgpuBackend
 
     try:
         return WgpuBackend(BackendOptions(**options))

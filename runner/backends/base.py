@@ -22,7 +22,7 @@ RUN_STATUSES = ("ok", "unsupported-op", "capture-unsupported", "error", "timeout
 @dataclass(frozen=True)
 class Timings:
     session_ms: float | None = None  # creating the session / preparing the executor
-    first_run_ms: float | None = None  # the first run (records, under capture)
+    first_run_ms: float | None = None  # the first run (records, under capture), outputs read back
     median_run_ms: float | None = None  # median of the later runs (replays, under capture)
     runs: int = 0
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import multiprocessing
 import signal
+from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -45,12 +46,16 @@ def _serve(target: str, options: BackendOptions, conn: Connection) -> None:
 
 
 class IsolatedBackend:
-    """A Backend whose work happens in a child process running `target` ("module:Factory")."""
+    """A Backend whose work happens in a child process running `target` ("module:Factory").
+
+    Subclasses name the backend and its FAULTS themselves, so the parent never imports
+    `target`'s module.
+    """
+
+    name: str
+    FAULTS: Mapping[str, str]
 
     def __init__(self, target: str, options: BackendOptions):
-        module, _, factory = target.partition(":")
-        backend_class = getattr(importlib.import_module(module), factory)
-        self.name, self.FAULTS = backend_class.name, backend_class.FAULTS
         self.target, self.options = target, options
         self._context = multiprocessing.get_context("spawn")  # the parent may run threads
         self._child: multiprocessing.Process | None = None

@@ -69,6 +69,13 @@ class OrtWebBackend:
 
     def environment(self) -> dict[str, Any]:
         self._start()
+        if not self.adapter:  # no page loaded yet: the default bundle's tells the adapter
+            from runner.backends.ortweb.page import PageBroken
+
+            try:
+                self._loaded_page(DEFAULT_BUNDLE)
+            except PageBroken as broken:
+                raise EnvironmentUnusable(str(broken)) from None
         return {
             "ort_web_version": self.package.version,
             "ort_web_pinned": self.package.pinned,
@@ -82,7 +89,6 @@ class OrtWebBackend:
         }
 
     def run(self, case: Case, workload: Workload) -> BackendRun:
-        self._start()
         from runner.backends.ortweb.page import CaseTimedOut, PageBroken
 
         bundle = case.backend.bundle or DEFAULT_BUNDLE
@@ -98,10 +104,13 @@ class OrtWebBackend:
         if unsupported:
             message = f"inputs of types onnxruntime-web cannot take: {', '.join(unsupported)}"
             return BackendRun(status="error", message=message, details=details)
+        try:
+            page = self._loaded_page(bundle)
+        except PageBroken as broken:
+            return BackendRun(status="error", message=str(broken), details=details)
         if "shader-f16" not in self.adapter["features"] and _uses_float16(workload):
             message = "float16 model or inputs, and the WebGPU adapter lacks shader-f16"
             return BackendRun(status="skipped", message=message, details=details)
-        page = self._page(bundle)
         spec, registered = self._case_spec(case, workload)
         try:
             result = page.run(spec, case_timeout(case, self.options), sequence=case.sequence)
@@ -117,10 +126,8 @@ class OrtWebBackend:
     def close(self) -> None:
         """Stop pages, browser, Playwright and server; safe to call more than once."""
         try:
-            for page in self._pages.values():
-                page.close()
             if self._browser is not None:
-                self._browser.close()
+                self._browser.close()  # its pages with it
         finally:
             self._pages.clear()
             self._browser = self._context = None
@@ -136,8 +143,8 @@ class OrtWebBackend:
         return {bundle: page.loads for bundle, page in self._pages.items()}
 
     def _start(self) -> None:
-        """Launch the browser, start the server and look at the adapter: once per run, and
-        again after the browser died (its pages, context and server go with it)."""
+        """Launch the browser and start the server: once per run, and again after the browser
+        died (its pages, context and server go with it)."""
         if self._browser is not None:
             if self._browser.is_connected():
                 return
@@ -153,32 +160,26 @@ class OrtWebBackend:
             files.update({f"/ort/{n}": f for n, f in self.package.dist_files().items()})
             self._server = AssetServer(files)
             self.launch_ms = (time.perf_counter() - started) * 1000
-            self.adapter = self._probe_adapter()
         except BaseException:
             self.close()
             raise
 
-    def _probe_adapter(self) -> dict[str, Any]:
-        page = self._context.new_page()
-        try:
-            page.goto(self._server.url("/harness.html"))
-            page.wait_for_function("() => window.harness !== undefined")
-            adapter = page.evaluate("() => harness.adapterInfo()")
-        finally:
-            page.close()
+    def _loaded_page(self, bundle: str) -> BundlePage:
+        """The bundle's page, loaded; its load also tells the WebGPU adapter, which every page
+        of the browser shares. Raises PageBroken, or EnvironmentUnusable without an adapter."""
+        from runner.backends.ortweb.page import BundlePage
+
+        self._start()
+        if bundle not in self._pages:
+            self._pages[bundle] = BundlePage(self._context, self._server, BUNDLE_MODULES[bundle])
+        adapter = self._pages[bundle].open()
         if not adapter:
             raise EnvironmentUnusable(
                 f"Chromium ({self.chromium.path}) offers no WebGPU adapter with flags "
                 f"{' '.join(browser.chromium_flags())}; without a GPU, Chromium's SwiftShader "
                 "must be installed with it (Debian's chromium package ships it)"
             )
-        return adapter
-
-    def _page(self, bundle: str) -> BundlePage:
-        from runner.backends.ortweb.page import BundlePage
-
-        if bundle not in self._pages:
-            self._pages[bundle] = BundlePage(self._context, self._server, BUNDLE_MODULES[bundle])
+        self.adapter = adapter
         return self._pages[bundle]
 
     def _case_spec(self, case: Case, workload: Workload) -> tuple[dict[str, Any], list[str]]:

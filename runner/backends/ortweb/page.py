@@ -43,6 +43,7 @@ class BundlePage:
         self._crashed = False
         self._opened_after_kills = 0
         self.loads = 0  # how many times the page was (re)opened: the costly part
+        self.adapter: dict[str, Any] | None = None  # the WebGPU adapter the page saw at load
         self.sequence: Any = None  # the layout-change sequence whose sessions the page holds
 
     @property
@@ -60,7 +61,7 @@ class BundlePage:
         Sessions of the case's layout-change ``sequence`` stay alive; the first case of another
         sequence releases the earlier one's, so a long run does not pile up GPU memory.
         """
-        page = self._open()
+        page = self._load()
         killed = threading.Event()
 
         def kill_stuck_renderer() -> None:
@@ -91,6 +92,14 @@ class BundlePage:
             self.close()  # the device is gone with its sessions: a fresh page for the next case
         return result
 
+    def open(self) -> dict[str, Any] | None:
+        """Load the page unless it is loaded; the WebGPU adapter it sees (None if none).
+
+        Raises PageBroken if the bundle does not load.
+        """
+        self._load()
+        return self.adapter
+
     def session_names(self) -> list[str]:
         """The sessions alive in the page, as ``<workload key>/<mode>``."""
         return self._page.evaluate("() => harness.sessionNames()") if self.is_open else []
@@ -104,7 +113,7 @@ class BundlePage:
         self._page = None
         self.sequence = None
 
-    def _open(self) -> Page:
+    def _load(self) -> Page:
         if self.is_open:
             return self._page
         self.close()
@@ -118,12 +127,15 @@ class BundlePage:
         try:
             page.goto(self._server.url("/harness.html"), wait_until="load")
             page.wait_for_function("() => window.harness !== undefined")
-            page.evaluate("url => harness.load(url)", self._server.url(f"/ort/{self._module}"))
+            loaded = page.evaluate(
+                "url => harness.load(url)", self._server.url(f"/ort/{self._module}")
+            )
         except Error as error:
             self.close()
             raise PageBroken(
                 f"loading onnxruntime-web ({self._module}) failed: {error.message.splitlines()[0]}"
             ) from None
+        self.adapter = loaded["adapter"]
         return page
 
     def _on_crash(self, _page: Page) -> None:

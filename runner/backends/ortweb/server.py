@@ -68,8 +68,9 @@ class AssetServer:
                 pass
 
         self._httpd = _Server(("127.0.0.1", 0), Handler)
+        # serve_forever notices shutdown() only between polls: a short poll, a quick close
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, args=(0.1,), name="ort-web-assets", daemon=True
+            target=self._httpd.serve_forever, args=(0.01,), name="ort-web-assets", daemon=True
         )
         self._thread.start()
 

@@ -168,8 +168,6 @@ const createSession = async (spec) => {
 
 /** Runs a session `spec.runs` times; every run's outputs read back, the last run's dispatches. */
 const runSession = async (entry, spec) => {
-  const capture = spec.mode === 'capture';
-  const device = ort.env.webgpu.device;
   const runs = [];
   const records = [];
   const times = [];
@@ -180,14 +178,15 @@ const runSession = async (entry, spec) => {
     const start = performance.now();
     faults.startRun();
     const results = await entry.session.run(entry.feeds);
-    if (capture) {
-      await device.queue.onSubmittedWorkDone(); // outputs stay on the GPU: wait for the work
-    }
     faults.endRun();
-    times.push(performance.now() - start);
+    const ran = performance.now() - start;
     records.push(tracer.end());
+    // A run is timed until its outputs are on the host, as an eager run's are when
+    // session.run returns (and wgpu's runs are); a capture run's stay on the GPU until getData,
+    // which waits for the run's GPU work.
     tracer.begin('readback');
-    const outputs = {};
+    const readStart = performance.now();
+    const tensors = [];
     for (const outputName of spec.outputNames) {
       const tensor = results[outputName];
       if (!tensor) {
@@ -196,10 +195,14 @@ const runSession = async (entry, spec) => {
       if (last && tensor.location === 'gpu-buffer') {
         outputBuffers.push(tracer.bufferId(tensor.gpuBuffer));
       }
-      const data = await tensor.getData();
+      tensors.push([outputName, tensor, await tensor.getData()]);
+    }
+    times.push(ran + performance.now() - readStart);
+    tracer.end();
+    const outputs = {};
+    for (const [outputName, tensor, data] of tensors) {
       outputs[outputName] = {type: tensor.type, dims: tensor.dims, data: toBase64(data)};
     }
-    tracer.end();
     runs.push(outputs);
   }
   return {runs, records, outputBuffers, times};
@@ -250,6 +253,16 @@ const runCase = async (spec) => {
   };
 };
 
+/** What the page's WebGPU adapter is, or null when there is none. */
+const adapterInfo = async () => {
+  const adapter = navigator.gpu && (await navigator.gpu.requestAdapter());
+  if (!adapter) {
+    return null;
+  }
+  const {vendor, architecture, device, description} = adapter.info;
+  return {vendor, architecture, device, description, features: [...adapter.features].sort()};
+};
+
 /** `job`, or a `timeout` result after `ms` (Python then closes the page, abandoning the job). */
 const withDeadline = (job, ms) => {
   let timer;
@@ -260,12 +273,16 @@ const withDeadline = (job, ms) => {
 };
 
 window.harness = {
-  /** Imports the onnxruntime-web bundle at `url`; returns ORT's version. */
+  /**
+   * Imports the onnxruntime-web bundle at `url` and, meanwhile, asks for the WebGPU adapter (the
+   * browser's first request starts its GPU process's WebGPU): ORT's version and the adapter.
+   */
   async load(url) {
-    ort = await import(url);
+    const [module, adapter] = await Promise.all([import(url), adapterInfo()]);
+    ort = module;
     ort.env.wasm.numThreads = 1; // threads need cross-origin isolation; WebGPU does the work
     ort.env.logLevel = 'error'; // ORT logs warnings with console.error
-    return ort.env.versions.web;
+    return {version: ort.env.versions.web, adapter};
   },
   /**
    * Runs one case; returns its result as JSON text: one protocol round trip per case, and
@@ -292,13 +309,5 @@ window.harness = {
   },
   sessionNames() {
     return [...sessions.keys()];
-  },
-  async adapterInfo() {
-    const adapter = navigator.gpu && (await navigator.gpu.requestAdapter());
-    if (!adapter) {
-      return null;
-    }
-    const {vendor, architecture, device, description} = adapter.info;
-    return {vendor, architecture, device, description, features: [...adapter.features].sort()};
   },
 };
