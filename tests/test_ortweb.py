@@ -200,6 +200,8 @@ def test_nodes_the_ep_cannot_take_make_capture_unsupported(backend, bundle):
     captured = backend.run(make_case(bundle, True), workload)
     assert captured.status == "capture-unsupported"
     assert "graph capture" in captured.message, captured.message
+    # ORT's time up to the refusal is the backend's, not the harness's
+    assert captured.timings.session_ms > 0 and captured.timings.runs == 0
 
 
 def test_a_failing_case_is_an_error_and_the_page_goes_on(backend):

@@ -211,7 +211,10 @@ def _backend_run(result: Mapping[str, Any], workload: Workload, details: dict) -
         message = result["message"]
         if result.get("deviceLost"):  # the cause; ORT's message names only what failed next
             message = f"WebGPU device lost ({result['deviceLost']}): {message}"
-        return BackendRun(status=result["status"], message=message, trace=trace, details=details)
+        timings = _timings(result["timings"], runs=0) if "timings" in result else Timings()
+        return BackendRun(
+            status=result["status"], message=message, timings=timings, trace=trace, details=details
+        )
     types = {output["type"] for outputs in result["runs"] for output in outputs.values()}
     if not types <= set(TENSOR_TYPES):
         message = f"outputs of types this backend cannot read: {sorted(types - set(TENSOR_TYPES))}"
@@ -220,18 +223,21 @@ def _backend_run(result: Mapping[str, Any], workload: Workload, details: dict) -
         {name: _array(outputs[name]) for name in workload.output_names}
         for outputs in result["runs"]
     )
-    timings = result["timings"]
     return BackendRun(
         status="ok",
         runs=runs,
-        timings=Timings(
-            session_ms=timings["sessionMs"],
-            first_run_ms=timings["firstRunMs"],
-            median_run_ms=timings["medianRunMs"],
-            runs=len(runs),
-        ),
+        timings=_timings(result["timings"], runs=len(runs)),
         trace=trace,
         details={**details, **call_counts(result), "reused_session": result["reusedSession"]},
+    )
+
+
+def _timings(timings: Mapping[str, Any], runs: int) -> Timings:
+    return Timings(
+        session_ms=timings["sessionMs"],
+        first_run_ms=timings["firstRunMs"],
+        median_run_ms=timings["medianRunMs"],
+        runs=runs,
     )
 
 

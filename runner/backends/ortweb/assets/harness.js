@@ -149,7 +149,9 @@ const createSession = async (spec) => {
   } catch (error) {
     tracer.end();
     const message = String(error && error.message ? error.message : error);
-    return {failed: {status: creationStatus(capture, message), message}};
+    // ORT's time up to the refusal counts as the backend's, like a created session's
+    const timings = {sessionMs: performance.now() - start, firstRunMs: null, medianRunMs: null};
+    return {failed: {status: creationStatus(capture, message), message, timings}};
   }
   const entry = {session, buffers: [], feeds: {}, sessionMs: performance.now() - start};
   entry.sessionRecord = tracer.end();
