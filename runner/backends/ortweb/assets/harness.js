@@ -276,8 +276,8 @@ const withDeadline = (job, ms) => {
 
 window.harness = {
   /**
-   * Imports the onnxruntime-web bundle at `url` and, meanwhile, asks for the WebGPU adapter (the
-   * browser's first request starts its GPU process's WebGPU): ORT's version and the adapter.
+   * Imports the onnxruntime-web bundle at `url` and meanwhile asks for the WebGPU adapter (no
+   * page of its own for that): ORT's version, and the adapter or null.
    */
   async load(url) {
     const [module, adapter] = await Promise.all([import(url), adapterInfo()]);
