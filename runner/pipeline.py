@@ -233,7 +233,8 @@ def _run_case(
         reference = oracle.reference(workload)
     except Exception as exc:  # a model or input the oracle cannot run fails this case only
         run = _failed_run(exc)
-        return CaseResult.of(run_id, case, run, judge(Evidence(case, run, {})))
+        judgement = judge(Evidence(case, run, {}))
+        return CaseResult.of(run_id, case, run, judgement, wall_ms=_ms_since(began))
     run = backend.run(case, workload)
     evidence = Evidence(
         case,
@@ -251,8 +252,11 @@ def _run_case(
         sequence.captured.append((case, workload))
     else:
         sequence.eager[case.cell] = run
-    wall_ms = (time.perf_counter() - began) * 1000
-    return CaseResult.of(run_id, case, run, judgement, divergent, wall_ms)
+    return CaseResult.of(run_id, case, run, judgement, divergent, wall_ms=_ms_since(began))
+
+
+def _ms_since(began: float) -> float:
+    return (time.perf_counter() - began) * 1000
 
 
 def _localize(backend, case, workload, verdicts, prefix) -> dict[str, Any] | None:

@@ -1,7 +1,10 @@
-"""Shared fixtures: suite files written on the fly, and a repository root for path checks."""
+"""Shared fixtures: suite files written on the fly, the CLI in a subprocess, the result schema,
+and a repository root for path checks."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -11,6 +14,23 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def regress(*args, cwd=None, env=None, timeout=600) -> subprocess.CompletedProcess:
+    """`python -m runner ARGS` as a user runs it; ``env`` adds to this process's environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd or REPO,
+        env={**os.environ, **env} if env else None,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def result_schema():
+    return json.loads((REPO / "schemas/result.schema.json").read_text())
 
 
 @pytest.fixture

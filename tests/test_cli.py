@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -11,7 +10,7 @@ import sys
 import jsonschema
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, regress
 
 SUITE = """
 name: e2e
@@ -26,21 +25,6 @@ layouts:
     values: {eps: 0.01}
 backends: [reference]
 """
-
-
-def regress(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd or REPO,
-        timeout=600,
-    )
-
-
-@pytest.fixture
-def result_schema():
-    return json.loads((REPO / "schemas/result.schema.json").read_text())
 
 
 def test_run_records_every_case(write_suite, tmp_path, result_schema):
@@ -161,14 +145,23 @@ def test_doctor_reports_adapters_and_browser():
 
 
 def test_doctor_says_how_to_fix_a_missing_browser():
-    env = {**os.environ, "REGRESS_CHROMIUM": "/nonexistent/chromium"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "runner", "doctor"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=300,
-    )
+    proc = regress("doctor", env={"REGRESS_CHROMIUM": "/nonexistent/chromium"}, timeout=300)
     assert proc.returncode == 3
     assert "missing ort-web: chromium" in proc.stderr and "fix:" in proc.stderr
+
+
+def test_the_run_process_names_the_wgpu_backend_without_importing_wgpu():
+    """Only wgpu's child process loads its native library; the parent still knows name and
+    faults."""
+    script = (
+        "from runner.backends.wgpu import IsolatedWgpuBackend\n"
+        "from runner.backends.wgpu.backend import WgpuBackend\n"
+        "assert IsolatedWgpuBackend.name == WgpuBackend.name\n"
+        "assert IsolatedWgpuBackend.FAULTS is WgpuBackend.FAULTS\n"
+    )
+    lean = "import sys, runner.backends.wgpu\nprint('wgpu' in sys.modules)\n"
+    subprocess.run([sys.executable, "-c", script], cwd=REPO, check=True)
+    imported = subprocess.run(
+        [sys.executable, "-c", lean], cwd=REPO, check=True, capture_output=True, text=True
+    )
+    assert imported.stdout.strip() == "False"

@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -32,7 +31,8 @@ from runner.suite.spec import BackendTarget, OpAttribute
 from runner.workload import _workload_key, materialize
 from runner.workload.optest import expected_outputs, op_test_model
 
-REPO = Path(__file__).resolve().parents[1]
+from .conftest import REPO
+
 FIXTURES = REPO / "tests/data/optests"
 EXAMPLE = REPO / "suites/ort-ops.example.yaml"
 WGPU = BackendTarget("wgpu")
@@ -572,7 +572,7 @@ def test_fixtures_on_wgpu(tmp_path):
     assert elapsed < 20, f"{elapsed:.1f} s"
 
 
-def test_the_readme_commands(tmp_path):
+def test_the_readme_commands(tmp_path, result_schema):
     """Run the example suite from the command line, filtered by operator, then summarize it."""
 
     def command(*args):
@@ -598,9 +598,8 @@ def test_the_readme_commands(tmp_path):
     assert proc.returncode == 0, proc.stderr
     [results] = (out / "runs").glob("*/results.jsonl")
     records = [json.loads(line) for line in results.read_text().splitlines()]
-    schema = json.loads((REPO / "schemas/result.schema.json").read_text())
     for record in records:
-        jsonschema.validate(record, schema)
+        jsonschema.validate(record, result_schema)
     assert {r["verdict"] for r in records} == {"pass", "expected-mismatch"} and len(records) == 10
     proc = command("-m", "runner.optests.summary", EXAMPLE, "--results", results)
     assert proc.returncode == 0, proc.stderr

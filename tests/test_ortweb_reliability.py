@@ -10,8 +10,6 @@ import os
 import signal
 import socket
 import sqlite3
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -25,7 +23,7 @@ from runner.matrix import expand_matrix
 from runner.pipeline import execute
 from runner.suite.loader import load_suite
 
-from .conftest import REPO, run_until_results
+from .conftest import regress, run_until_results
 
 pytestmark = pytest.mark.browser
 
@@ -203,13 +201,7 @@ def test_an_interrupted_run_keeps_its_results_and_leaves_nothing_running(
     assert 3 <= len(lines) < 20
     assert history_rows(out) == [(r["case_id"], r["verdict"]) for r in lines]
     assert all(r["verdict"] == "pass" for r in lines), [r["message"] for r in lines]
-    report = subprocess.run(
-        [sys.executable, "-m", "runner", "report", "--out", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    report = regress("report", "--out", out, timeout=120)
     assert report.returncode == 0, report.stderr
     assert (out / "index.html").is_file()
 

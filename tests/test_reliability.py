@@ -9,8 +9,8 @@ import sqlite3
 
 from runner.history import SqliteHistory
 
-from .conftest import run_until_results
-from .test_cli import SUITE, regress
+from .conftest import regress, run_until_results
+from .test_cli import SUITE
 
 
 def _results(out):

@@ -38,8 +38,10 @@ from runner.errors import InvalidInput
 from runner.history import SqliteHistory
 from runner.history.record import result_id
 from runner.report import analysis, build_reports
+from runner.report import page as page_module
 from runner.report.history import load_history
 from runner.report.newcase import BUG_PLACEHOLDER, add_new_case_parser, case_snippet, cmd_new_case
+from runner.verdicts import VERDICTS
 
 REPO = Path(__file__).resolve().parents[1]
 RESULT_SCHEMA = json.loads((REPO / "schemas" / "result.schema.json").read_text())
@@ -323,6 +325,13 @@ def test_error_trends_put_the_worst_against_tolerance_first(reports):
 
 
 # --- the page -----------------------------------------------------------------------------
+
+
+def test_the_legend_gives_every_verdict_a_code_in_headline_order():
+    legend = page_module._legend()
+    positions = [legend.index(f"{page_module.VERDICT_CODES[name]} {name}") for name in VERDICTS]
+    assert positions == sorted(positions)
+    assert set(page_module.VERDICT_CODES) == set(VERDICTS)
 
 
 def test_the_page_is_self_contained_and_escapes_every_user_string(reports, page):

@@ -53,7 +53,7 @@ class CaseResult:
     max_rel_error: float | None
     tolerance: dict[str, float]
     timings: dict[str, Any]
-    wall_ms: float  # the whole case in the pipeline: materialize, reference, run, judge
+    wall_ms: float  # the whole case in the pipeline: materialize, reference, run, judge, localize
     trace: dict[str, Any]
     attribution: str | None
     stale_from: str | None
@@ -69,7 +69,8 @@ class CaseResult:
         run: BackendRun,
         judgement: Judgement,
         divergent_node: dict[str, Any] | None = None,
-        wall_ms: float = 0.0,
+        *,
+        wall_ms: float,
     ) -> CaseResult:
         expect = case.expectation.expect
         return cls(

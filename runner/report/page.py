@@ -30,7 +30,7 @@ FILTERS = {"backend": "backend", "bundle": "build", "verdict": "verdict", "suite
 
 NO_BUNDLE = "none"  # the build filter's value for backends without builds (wgpu, reference)
 
-VERDICT_CODES = {
+VERDICT_CODES = {  # one per runner.verdicts.VERDICTS; the legend lists them in that order
     "pass": "✓",
     "skipped": "–",
     "stale-layout": "SL",
@@ -340,7 +340,7 @@ def _changes_section(changed: pd.DataFrame, previous: pd.Series | None, detailed
 
 def _legend() -> str:
     kinds = "".join(f'<span class="badge o-{k}">{esc(v)}</span> ' for k, v in KIND_LABELS.items())
-    codes = ", ".join(f"{esc(code)} {esc(name)}" for name, code in VERDICT_CODES.items())
+    codes = ", ".join(f"{esc(VERDICT_CODES[name])} {esc(name)}" for name in VERDICTS)
     return f'<p>{kinds}<br><span class="muted">{codes}</span></p>'
 
 
