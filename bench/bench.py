@@ -15,7 +15,8 @@ Measured in one run on one machine, so read the ratios, not the absolute times.
   in the warm run, and against their time inside the backends (the speedup a harness costing
   nothing would reach: the backends' own work bounds it);
 - shards: the whole suite as 1 shard against 2 concurrent shards (this machine has 2 cores);
-- peak memory: the largest sum of resident memory over the process tree (browser included).
+- peak memory: the largest sum of resident memory over the process tree (browser included), in
+  the 1-shard run.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import argparse
 import dataclasses
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,20 +40,16 @@ from runner.backends.base import BackendOptions  # noqa: E402
 from runner.backends.ortweb import OrtWebBackend  # noqa: E402
 from runner.backends.ortweb.browser import descendant_pids  # noqa: E402
 from runner.judge import Evidence, judge  # noqa: E402
-from runner.matrix import expand_matrix, select_cases  # noqa: E402
+from runner.matrix import expand_matrix  # noqa: E402
 from runner.oracle import compute_reference  # noqa: E402
 from runner.pipeline import execute  # noqa: E402
+from runner.report.junit import case_seconds  # noqa: E402
 from runner.suite import load_suites  # noqa: E402
 from runner.workload import materialize  # noqa: E402
 
 
 def inside_ms(result) -> float:
-    return _inside_ms(result.timings)
-
-
-def _inside_ms(t) -> float:
-    later = (t["median_run_ms"] or 0.0) * max(0, t["runs"] - 1)
-    return (t["session_ms"] or 0.0) + (t["first_run_ms"] or 0.0) + later
+    return case_seconds(result.timings) * 1000
 
 
 def timed_execute(cases, out: Path, options: BackendOptions):
@@ -76,7 +74,7 @@ def naive(cases, options: BackendOptions) -> tuple[float, float]:
         finally:
             backend.close()
         judge(Evidence(case, run, reference))
-        inside_s += _inside_ms(dataclasses.asdict(run.timings)) / 1000
+        inside_s += case_seconds(dataclasses.asdict(run.timings))
     return time.perf_counter() - began, inside_s
 
 
@@ -93,21 +91,21 @@ def _tree_rss_kib(pid: int) -> int:
     return total
 
 
-def run_cli(args: list[str], out: Path, sample: bool = False) -> tuple[float, int]:
-    """Wall seconds and peak tree RSS (KiB, when sampled) of `python -m runner run ...`."""
+def run_cli(args: list[str], out: Path) -> tuple[float, int]:
+    """Wall seconds and peak tree RSS (KiB) of `python -m runner run ...`."""
     command = [sys.executable, "-m", "runner", "run", *args, "--out", str(out), "--no-localize"]
     began = time.perf_counter()
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     peak = 0
     while proc.poll() is None:
-        if sample:
-            peak = max(peak, _tree_rss_kib(proc.pid))
+        peak = max(peak, _tree_rss_kib(proc.pid))
         time.sleep(0.2)
     return time.perf_counter() - began, peak
 
 
-def shards(suites: list[str], work: Path) -> tuple[float, float]:
-    one, _ = run_cli([*suites, "--shard", "1/1"], work / "one")
+def shards(suites: list[str], work: Path) -> tuple[float, float, int]:
+    """Seconds for 1 shard and for 2 concurrent ones, and the peak memory (KiB) of the 1."""
+    one, peak_kib = run_cli([*suites, "--shard", "1/1"], work / "one")
     began = time.perf_counter()
     threads = [
         threading.Thread(target=run_cli, args=([*suites, "--shard", f"{i}/2"], work / f"two-{i}"))
@@ -117,7 +115,7 @@ def shards(suites: list[str], work: Path) -> tuple[float, float]:
         thread.start()
     for thread in threads:
         thread.join()
-    return one, time.perf_counter() - began
+    return one, time.perf_counter() - began, peak_kib
 
 
 def main() -> int:
@@ -140,7 +138,7 @@ def main() -> int:
         web_all = [r for r in warm.results if r.backend.startswith("ort-web")]
         web = web_all[: args.naive_cases or None]
         web_ids = {r.case_id for r in web}
-        web_cases = [c for c in select_cases(cases, []) if c.id in web_ids]
+        web_cases = [c for c in cases if c.id in web_ids]
         # a naive harness has no sequences: each case alone, in a fresh browser
         web_cases = [dataclasses.replace(c, revisit=False) for c in web_cases]
         suite_web_s = sum(r.wall_ms for r in web) / 1000
@@ -155,8 +153,7 @@ def main() -> int:
         between_s = warm_s - sum(r.wall_ms for r in warm.results) / 1000
         rest = [r for r in warm.results if r.case_id not in {f.case_id for f in firsts}]
         steady = sum(r.wall_ms for r in rest) / sum(inside_ms(r) for r in rest)
-        one_s, two_s = shards(args.suites, work)
-        _, peak_kib = run_cli(args.suites, work / "memory", sample=True)
+        one_s, two_s, peak_kib = shards(args.suites, work)
     rows = [
         (
             "cases",
@@ -201,7 +198,7 @@ def main() -> int:
         ),
         (
             "per wgpu case (warm, median inside)",
-            f"{_median([inside_ms(r) for r in wgpu]):.0f} ms" if wgpu else "n/a",
+            f"{statistics.median(inside_ms(r) for r in wgpu):.0f} ms" if wgpu else "n/a",
         ),
         ("1 shard / 2 concurrent shards", f"{one_s:.1f} s / {two_s:.1f} s ({one_s / two_s:.2f}x)"),
         ("peak memory, whole run incl. browser", f"{peak_kib / 1024:.0f} MiB"),
@@ -210,11 +207,6 @@ def main() -> int:
     for name, value in rows:
         print(f"| {name} | {value} |")
     return 0
-
-
-def _median(values: list[float]) -> float:
-    values = sorted(values)
-    return values[len(values) // 2]
 
 
 if __name__ == "__main__":

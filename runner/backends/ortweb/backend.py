@@ -43,7 +43,8 @@ EP_NAME_AS_STRING = "ep-name-as-string"
 
 class OrtWebBackend:
     name = "ort-web"
-    # Implemented in assets/faults.js; a case's own are passed with its run, never page-wide.
+    # Implemented in assets/faults.js (ep-name-as-string in harness.js, which creates the
+    # sessions); a case's own are passed with its run, never page-wide.
     FAULTS: Mapping[str, str] = {
         STALE_UNIFORM_BINDING: "while a capture session records, a bind group of a program that "
         "an earlier capture in the page recorded gets that capture's uniform buffer in place of "

@@ -7,7 +7,8 @@ Modules, in the order data flows:
   executor.py  eager and capture runs (capture: record once, replay)
   faults.py    the injectable faults (FAULTS) and what each changes
   trace.py     the binding trace
-  backend.py   WgpuBackend, the runner.backends.base.Backend for "wgpu"
+  backend.py   WgpuBackend, the runner.backends.base.Backend for "wgpu"; registered as
+               IsolatedWgpuBackend (below), which runs it in a child process
   diagnose.py  what `doctor` says about adapters
 """
 

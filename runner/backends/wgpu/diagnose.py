@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import wgpu
+
 from runner.backends.base import Diagnosis
 from runner.backends.wgpu.device import INSTALL_HINT, adapter_environment, request_adapter
 from runner.errors import EnvironmentUnusable
@@ -9,8 +11,6 @@ from runner.errors import EnvironmentUnusable
 
 def diagnose() -> list[Diagnosis]:
     """The default adapter and every adapter enumerated."""
-    import wgpu
-
     try:
         default = adapter_environment(request_adapter(None))
     except EnvironmentUnusable as missing:

@@ -126,8 +126,14 @@
     return swapped ? {...descriptor, entries} : descriptor;
   };
 
-  /** A session was released: its copies go with it, and no later capture copies its uniforms. */
+  /**
+   * A session was released, or failed while recording: its copies go with it, and no later
+   * capture copies its uniforms.
+   */
   const forget = (session) => {
+    if (recording && recording.session === session) {
+      faults.endRecording();
+    }
     for (const buffer of (captured.get(session) || {copies: []}).copies) {
       buffer.destroy();
     }
@@ -164,14 +170,15 @@
         faults.endRecording();
       }
     },
-    /** Recording is over (the first run ended, or the session failed); safe to repeat. */
+    /** Recording is over (its recording runs ended, or the case failed); safe to repeat. */
     endRecording() {
       if (!recording) {
         return;
       }
-      forget(recording.session);
-      captured.set(recording.session, {uniforms: recording.uniforms, copies: recording.copies});
+      const {session, uniforms, copies} = recording;
       recording = null;
+      forget(session);
+      captured.set(session, {uniforms, copies});
     },
     forget,
   };

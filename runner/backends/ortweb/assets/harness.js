@@ -230,7 +230,6 @@ const runCase = async (spec) => {
     const created = await createSession(spec);
     await releaseRetired(); // ORT's context lives on in the new session
     if (created.failed) {
-      faults.endRecording();
       faults.forget(name);
       return created.failed;
     }
