@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from runner.backends.base import BackendOptions  # noqa: E402
-from runner.backends.ortweb import OrtWebBackend  # noqa: E402
+from runner.backends.ortweb.backend import OrtWebBackend  # noqa: E402
 from runner.backends.ortweb.browser import descendant_pids  # noqa: E402
 from runner.judge import Evidence, judge  # noqa: E402
 from runner.matrix import expand_matrix  # noqa: E402

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -18,14 +17,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from runner.backends import BACKENDS
+from runner.backends import REGISTRY, backend_ids, parse_backend
 from runner.backends.base import BackendOptions
 from runner.errors import EnvironmentUnusable, ExitCode, InvalidInput
 from runner.matrix import Case, expand_matrix, parse_shard, select_cases, shard_cases
-from runner.report.newcase import add_new_case_parser, cmd_new_case
 from runner.suite import load_suites
-from runner.suite.loader import ALL_BUNDLES
-from runner.suite.spec import BackendTarget, Suite
+from runner.suite.spec import Suite
+from runner.verdicts import FAILING_OUTCOMES
 
 DEFAULT_SUITES = Path("suites")
 DEFAULT_OUT = Path("reports")
@@ -55,8 +53,8 @@ def _selection_args(parser: argparse.ArgumentParser) -> None:
         "--backend",
         action="append",
         default=[],
-        help="run on this backend instead of the suites' own: wgpu, ort-web, "
-        "ort-web:jsep|webgpu|jspi, reference; repeatable",
+        help="run on this backend instead of the suites' own: "
+        f"{', '.join(backend_ids())}; repeatable",
     )
     parser.add_argument(
         "--filter",
@@ -131,7 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="runs shown in the status grid and trends (default 20)",
     )
 
-    add_new_case_parser(commands, DEFAULT_OUT)
+    new_case = commands.add_parser(
+        "new-case", help="print a YAML case for a result, ready to paste into a suite"
+    )
+    new_case.add_argument("result_id", help="result id from the report (a unique prefix is enough)")
+    new_case.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="reports folder holding history.sqlite"
+    )
 
     merge = commands.add_parser("merge", help="merge --shard outputs into one history and report")
     merge.add_argument("sources", nargs="+", type=Path, help="the shards' --out folders")
@@ -144,16 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _retarget(suite: Suite, backends: Sequence[str]) -> Suite:
     """The suite with its backends replaced by those named on the command line."""
-    targets = []
-    for text in backends:
-        name, _, bundle = text.partition(":")
-        if name not in BACKENDS or (bundle and bundle not in ALL_BUNDLES):
-            raise InvalidInput(
-                f"--backend {text!r} is unknown; expected one of "
-                f"{', '.join(BACKENDS)} or ort-web:{'|'.join(ALL_BUNDLES)}"
-            )
-        bundles = [bundle] if bundle else (ALL_BUNDLES if name == "ort-web" else [None])
-        targets += [BackendTarget(name, b) for b in bundles]
+    targets = [target for text in backends for target in parse_backend(text)]
     return dataclasses.replace(suite, backends=tuple(dict.fromkeys(targets)))
 
 
@@ -194,10 +189,7 @@ def cmd_list(args: argparse.Namespace) -> ExitCode:
 
 def check_faults(cases: list[Case], injected: list[str]) -> None:
     """Every fault named by --inject or a suite's `inject:` exists on its case's backend."""
-    faults: dict[str, dict[str, str]] = {}
-    for name in sorted({case.backend.name for case in cases}):
-        module, _, factory = BACKENDS[name].partition(":")
-        faults[name] = getattr(importlib.import_module(module), factory).FAULTS
+    faults = {name: REGISTRY[name].faults for name in sorted({c.backend.name for c in cases})}
     every = sorted({fault for names in faults.values() for fault in names})
     unknown = sorted(set(injected) - set(every))
     if unknown:
@@ -279,7 +271,7 @@ def _print_summary(summary, out: Path) -> None:
         table.add_row(verdict, *(str(counts.get((verdict, b), "")) for b in backends))
     console.print(table)
     for result in summary.results:
-        if result.outcome in ("unexpected", "unexpected-pass"):
+        if result.outcome in FAILING_OUTCOMES:
             want = ",".join(result.expected)
             console.print(
                 f"[red]{result.outcome}[/red] {result.case_id}: {result.verdict} "
@@ -305,6 +297,13 @@ def cmd_report(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+def cmd_new_case(args: argparse.Namespace) -> ExitCode:
+    from runner.report.newcase import case_snippet, find_result
+
+    print(case_snippet(find_result(args.out / "history.sqlite", args.result_id)), end="")
+    return ExitCode.OK
+
+
 def cmd_merge(args: argparse.Namespace) -> ExitCode:
     from runner.history.merge import merge_shards
 
@@ -323,7 +322,7 @@ def cmd_doctor(args: argparse.Namespace) -> ExitCode:
     complete = True
     for check in diagnose():
         mark = "[green]ok[/green]" if check.ok else "[red]missing[/red]"
-        console.print(f"{mark:>20} {check.name}: {check.detail}")
+        console.print(f"{mark:>20} {check.check}: {check.detail}")
         if not check.ok and check.fix:
             console.print(f"{'':>9} fix: {check.fix}")
         complete &= check.ok

@@ -2,66 +2,42 @@
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass
+import dataclasses
 
-from runner.backends import BACKENDS
+from runner.backends import REGISTRY
+from runner.backends.base import BackendDescriptor, Diagnosis
 from runner.environment import package_version
 
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
+PYTHON_PACKAGES = ("onnxruntime", "onnx", "numpy", "pandas", "jsonschema", "wgpu", "playwright")
 
 
-def _python_packages() -> list[Check]:
-    checks = []
-    for name in ("onnxruntime", "onnx", "numpy", "pandas", "jsonschema", "wgpu", "playwright"):
-        version = package_version(name)
-        checks.append(
-            Check(
-                f"python package {name}",
-                version is not None,
-                version or "absent",
-                "pip install -e . (or nox -s regress)",
-            )
+def _python_packages() -> list[Diagnosis]:
+    return [
+        Diagnosis(
+            f"python package {name}",
+            version is not None,
+            version or "absent",
+            "pip install -e . (or nox -s regress)",
         )
+        for name in PYTHON_PACKAGES
+        for version in [package_version(name)]
+    ]
+
+
+def _backend_checks(descriptor: BackendDescriptor) -> list[Diagnosis]:
+    """The backend's own checks, each named after it, then its injectable faults."""
+    try:
+        checks = descriptor.checks()
+    except Exception as exc:  # a backend that cannot even import is what doctor reports
+        checks = [Diagnosis("import", False, f"cannot import: {exc}", "pip install -e .")]
+    checks = [dataclasses.replace(c, check=f"{descriptor.name}: {c.check}") for c in checks]
+    if descriptor.faults:
+        faults = "; ".join(f"{k}: {v}" for k, v in descriptor.faults.items())
+        checks.append(Diagnosis(f"{descriptor.name}: injectable faults (--inject)", True, faults))
     return checks
 
 
-def _backend_checks() -> list[Check]:
-    """Each backend module that offers `diagnose()` reports its own needs.
-
-    `diagnose()` returns a list of `runner.backends.base.Diagnosis`.
-    """
-    checks = []
-    for name, target in BACKENDS.items():
-        module_name, _, factory_name = target.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except Exception as exc:  # a backend that cannot even import is what doctor reports
-            checks.append(
-                Check(f"backend {name}", False, f"cannot import: {exc}", "pip install -e .")
-            )
-            continue
-        diagnose = getattr(module, "diagnose", None)
-        if diagnose is not None:
-            checks += [Check(f"{name}: {c.check}", c.ok, c.detail, c.fix) for c in diagnose()]
-        factory = getattr(module, factory_name, None)
-        faults = getattr(factory, "FAULTS", {})
-        if faults:
-            checks.append(
-                Check(
-                    f"{name}: injectable faults (--inject)",
-                    True,
-                    "; ".join(f"{k}: {v}" for k, v in faults.items()),
-                )
-            )
-    return checks
-
-
-def diagnose() -> list[Check]:
-    return _python_packages() + _backend_checks()
+def diagnose() -> list[Diagnosis]:
+    return _python_packages() + [
+        check for descriptor in REGISTRY.values() for check in _backend_checks(descriptor)
+    ]

@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import platform
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def package_version(name: str) -> str | None:
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
-        return None
-
-
-def ort_web_version(root: Path = REPO_ROOT) -> str | None:
-    """The installed onnxruntime-web (npm ci), read without starting a browser."""
-    try:
-        manifest = root / "node_modules" / "onnxruntime-web" / "package.json"
-        return json.loads(manifest.read_text())["version"]
-    except (OSError, ValueError, KeyError):
         return None
 
 
@@ -45,16 +34,20 @@ def git_commit(folder: Path) -> dict[str, Any]:
         return {"commit": None, "dirty": None}
 
 
-def base_environment(suite_paths: list[Path]) -> dict[str, Any]:
+def base_environment(
+    suite_paths: list[Path], backend_versions: Iterable[Mapping[str, str | None]]
+) -> dict[str, Any]:
+    """The machine, the suites' commit, onnxruntime (the oracle), onnx, and what each backend
+    of the run says it would run (its descriptor's ``versions``)."""
     folders = sorted({str(p.parent) for p in suite_paths})
-    return {
+    environment = {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "machine": platform.machine(),
         "onnxruntime": package_version("onnxruntime"),
         "onnx": package_version("onnx"),
-        "wgpu": package_version("wgpu"),
-        "playwright": package_version("playwright"),
-        "onnxruntime_web": ort_web_version(),
         "suites_git": git_commit(Path(folders[0])) if folders else None,
     }
+    for versions in backend_versions:
+        environment.update(versions)
+    return environment

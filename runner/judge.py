@@ -16,9 +16,9 @@ import numpy as np
 from runner.backends.base import BackendRun
 from runner.compare import Comparison, compare_outputs, worst
 from runner.matrix import Case
-from runner.optests.skips import SKIP_BACKEND, onnxruntime_lacks, skip_reason
+from runner.skips import SKIP_BACKEND, onnxruntime_lacks, skip_reason
 from runner.suite.spec import Tolerance
-from runner.verdicts import headline
+from runner.verdicts import Outcome, headline
 from runner.workload.optest import expected_outputs
 
 
@@ -247,15 +247,15 @@ class Judgement:
     findings: tuple[Finding, ...] = ()
 
 
-def outcome(verdicts: frozenset[str], expect: frozenset[str]) -> str:
-    """expected | unexpected | unexpected-pass | skipped: verdicts against an expectation."""
+def outcome(verdicts: frozenset[str], expect: frozenset[str]) -> Outcome:
+    """Verdicts against an expectation."""
     if "skipped" in verdicts:
-        return "skipped"
+        return Outcome.SKIPPED
     if expect == {"pass"}:
-        return "expected" if verdicts == {"pass"} else "unexpected"
+        return Outcome.EXPECTED if verdicts == {"pass"} else Outcome.UNEXPECTED
     if verdicts & expect:
-        return "expected"
-    return "unexpected-pass" if verdicts == {"pass"} else "unexpected"
+        return Outcome.EXPECTED
+    return Outcome.UNEXPECTED_PASS if verdicts == {"pass"} else Outcome.UNEXPECTED
 
 
 def attribute(ev: Evidence, verdicts: frozenset[str]) -> str | None:

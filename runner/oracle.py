@@ -6,12 +6,13 @@ bytes, the shape and every input's bytes (``Workload.key``).
 
 from __future__ import annotations
 
-import os
-import tempfile
+import io
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
+from runner.files import write_atomic
 from runner.workload import Workload
 
 
@@ -35,22 +36,26 @@ class ReferenceCache:
         self._memory[workload.key] = outputs
         return outputs
 
-    def _store(self, path: Path, outputs: dict[str, np.ndarray]) -> None:
-        """Write atomically, so a killed run never leaves a truncated cache entry."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
-        with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, **outputs)
-        os.replace(tmp, path)
+    @staticmethod
+    def _store(path: Path, outputs: dict[str, np.ndarray]) -> None:
+        """Written whole, so a killed run never leaves a truncated cache entry."""
+        data = io.BytesIO()
+        np.savez(data, **outputs)
+        write_atomic(path, data.getvalue())
 
 
-def compute_reference(workload: Workload) -> dict[str, np.ndarray]:
-    import onnxruntime as ort
+def cpu_session(model: bytes, free_dims: Mapping[str, int] | None = None):
+    """An onnxruntime CPU session for `model`, its symbolic dims pinned to `free_dims`."""
+    import onnxruntime as ort  # not on the import path of `list` and `validate`
 
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    for dim, value in workload.shape.items():
+    for dim, value in (free_dims or {}).items():
         options.add_free_dimension_override_by_name(dim, value)
-    session = ort.InferenceSession(workload.model, options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def compute_reference(workload: Workload) -> dict[str, np.ndarray]:
+    session = cpu_session(workload.model, workload.shape)
     values = session.run(list(workload.output_names), dict(workload.inputs))
     return dict(zip(workload.output_names, values, strict=True))

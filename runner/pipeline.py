@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runner.backends import open_backend
+from runner.backends import REGISTRY, open_backend
 from runner.backends.base import Backend, BackendOptions, BackendRun
 from runner.environment import base_environment
 from runner.errors import EnvironmentUnusable, ExitCode
@@ -28,6 +28,8 @@ from runner.judge import Evidence, judge
 from runner.localize import LOCALIZED_VERDICTS, first_divergent_node
 from runner.matrix import Case
 from runner.oracle import ReferenceCache
+from runner.skips import skip_reason
+from runner.verdicts import FAILING_OUTCOMES
 from runner.workload import Workload, materialize
 
 
@@ -56,7 +58,7 @@ class RunSummary:
             return ExitCode.INTERRUPTED
         if self.status == "incomplete":  # the run timeout left cases unrun
             return ExitCode.UNEXPECTED
-        if any(r.outcome in ("unexpected", "unexpected-pass") for r in self.results):
+        if any(r.outcome in FAILING_OUTCOMES for r in self.results):
             return ExitCode.UNEXPECTED
         return ExitCode.OK
 
@@ -142,6 +144,7 @@ def execute(
     cases = list(cases)
     run_id = new_run_id()
     suites = sorted({str(case.suite.path) for case in cases})
+    names = list(dict.fromkeys(case.backend.name for case in cases))
     run: dict[str, Any] = {
         "run_id": run_id,
         "started": _now(),
@@ -152,7 +155,9 @@ def execute(
         "suites_digest": suites_digest(suites),
         "selection": selection or {},
         "options": {"runs": options.runs, "inject": sorted(options.inject)},
-        "environment": base_environment([Path(s) for s in suites]),
+        "environment": base_environment(
+            [Path(s) for s in suites], (REGISTRY[name].installed() for name in names)
+        ),
     }
     history = SqliteHistory(out / "history.sqlite")
     stores = (RunFolder(out / "runs" / run_id), history)
@@ -170,7 +175,7 @@ def execute(
         with _Interrupts().installed() as interrupts, ExitStack() as closing:
             # All opened first, so that one booting in the background (wgpu's process) does so
             # while another runs cases; each one's environment is recorded once it has run one.
-            for name in dict.fromkeys(case.backend.name for case in cases):
+            for name in names:
                 backends[name] = open_backend(name, options)
                 closing.callback(backends[name].close)
             for case in cases:
@@ -228,13 +233,19 @@ def _run_case(
 ) -> CaseResult:
     sequence.enter(case)
     began = time.perf_counter()
+    unrun: BackendRun | None = None  # why the backend is not asked at all
     try:
-        workload = materialize(case)
-        reference = oracle.reference(workload)
+        skip = skip_reason(case)
+        if skip:
+            unrun = BackendRun(status="skipped", message=skip)
+        else:
+            workload = materialize(case)
+            reference = oracle.reference(workload)
     except Exception as exc:  # a model or input the oracle cannot run fails this case only
-        run = _failed_run(exc)
-        judgement = judge(Evidence(case, run, {}))
-        return CaseResult.of(run_id, case, run, judgement, wall_ms=_ms_since(began))
+        unrun = _failed_run(exc)
+    if unrun is not None:
+        judgement = judge(Evidence(case, unrun, {}))
+        return CaseResult.of(run_id, case, unrun, judgement, wall_ms=_ms_since(began))
     run = backend.run(case, workload)
     evidence = Evidence(
         case,

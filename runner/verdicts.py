@@ -6,6 +6,8 @@ the headline.
 
 from __future__ import annotations
 
+import enum
+
 VERDICTS: dict[str, str] = {
     "stale-layout": "under this layout the output matches an earlier layout's reference better "
     "than its own: a replay used that layout's constants",
@@ -25,6 +27,19 @@ VERDICTS: dict[str, str] = {
 }
 
 FAILURES = frozenset(VERDICTS) - {"pass", "skipped"}
+
+
+class Outcome(enum.StrEnum):
+    """A case's verdicts against its expectation (``runner.judge.outcome``)."""
+
+    EXPECTED = "expected"
+    UNEXPECTED = "unexpected"
+    UNEXPECTED_PASS = "unexpected-pass"  # a bug expected to fail passed: like pytest's strict xpass
+    SKIPPED = "skipped"
+
+
+# Outcomes that fail a run (an unexpected pass too: the suite's expectation is out of date).
+FAILING_OUTCOMES = frozenset({Outcome.UNEXPECTED, Outcome.UNEXPECTED_PASS})
 
 
 def headline(verdicts: set[str] | frozenset[str]) -> str:

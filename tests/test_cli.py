@@ -154,12 +154,13 @@ def test_the_run_process_names_the_wgpu_backend_without_importing_wgpu():
     """Only wgpu's child process loads its native library; the parent still knows name and
     faults."""
     script = (
-        "from runner.backends.wgpu import IsolatedWgpuBackend\n"
+        "from runner.backends import REGISTRY\n"
         "from runner.backends.wgpu.backend import WgpuBackend\n"
-        "assert IsolatedWgpuBackend.name == WgpuBackend.name\n"
-        "assert IsolatedWgpuBackend.FAULTS is WgpuBackend.FAULTS\n"
+        "from runner.backends.wgpu.faults import FAULTS\n"
+        "assert REGISTRY['wgpu'].name == WgpuBackend.name\n"
+        "assert REGISTRY['wgpu'].faults is FAULTS\n"
     )
-    lean = "import sys, runner.backends.wgpu\nprint('wgpu' in sys.modules)\n"
+    lean = "import sys, runner.backends, runner.cli\nprint('wgpu' in sys.modules)\n"
     subprocess.run([sys.executable, "-c", script], cwd=REPO, check=True)
     imported = subprocess.run(
         [sys.executable, "-c", lean], cwd=REPO, check=True, capture_output=True, text=True

@@ -17,8 +17,10 @@ from onnx import TensorProto, helper
 
 from runner.backends import open_backend
 from runner.backends.base import BackendOptions, BackendRun
-from runner.backends.ortweb import OrtWebBackend, browser, diagnose
+from runner.backends.ortweb import browser
+from runner.backends.ortweb.backend import OrtWebBackend
 from runner.backends.ortweb.browser import CHROMIUM_ENV, descendant_pids
+from runner.backends.ortweb.diagnose import diagnose
 from runner.backends.ortweb.package import BUNDLE_MODULES
 from runner.compare import compare
 from runner.errors import EnvironmentUnusable

@@ -34,13 +34,14 @@ import yaml
 from lxml import etree
 from lxml import html as lxml_html
 
+from runner.cli import build_parser, cmd_new_case
 from runner.errors import InvalidInput
 from runner.history import SqliteHistory
 from runner.history.record import result_id
 from runner.report import analysis, build_reports
 from runner.report import page as page_module
 from runner.report.history import load_history
-from runner.report.newcase import BUG_PLACEHOLDER, add_new_case_parser, case_snippet, cmd_new_case
+from runner.report.newcase import BUG_PLACEHOLDER, case_snippet
 from runner.verdicts import VERDICTS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -478,9 +479,7 @@ def test_the_yaml_case_matches_only_its_case_when_the_id_has_glob_characters(rep
 
 
 def new_case_args(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="regress")
-    add_new_case_parser(parser.add_subparsers(dest="command"))
-    return parser.parse_args(["new-case", *argv])
+    return build_parser().parse_args(["new-case", *argv])
 
 
 def test_new_case_prints_the_snippet_for_a_result_id_prefix(reports, capsys):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from runner.backends import open_backend
+from runner.backends import REGISTRY, open_backend
 from runner.backends.base import BackendOptions, BackendRun
 from runner.backends.wgpu.backend import WgpuBackend
 from runner.compare import compare
@@ -290,7 +290,7 @@ def test_no_adapter_is_environment_unusable_with_the_fix():
 def test_the_registry_opens_it():
     opened = open_backend("wgpu", BackendOptions(runs=1))
     try:
-        assert opened.name == "wgpu" and FAULT in opened.FAULTS
+        assert opened.name == "wgpu" and FAULT in REGISTRY["wgpu"].faults
         assert opened.run(make_case(), _identity()).status == "ok"
     finally:
         opened.close()

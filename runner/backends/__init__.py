@@ -1,24 +1,49 @@
-"""Backend registry: the one place that maps a backend name to its module.
+"""Backend registry: the one place that lists the backends, by their descriptors.
 
-Modules are imported only when their backend is used, so a machine without a browser can run
-``wgpu`` and vice versa.
+Each backend package declares a ``DESCRIPTOR`` (``runner.backends.base.BackendDescriptor``)
+holding every fact about it; the suite loader, ``--backend``, fault checks, ``doctor`` and
+op-test skips read them here. Implementations are imported only when a backend opens, so a
+machine without a browser can run ``wgpu`` and vice versa.
 """
 
 from __future__ import annotations
 
-import importlib
+from runner.backends import ortweb, reference, wgpu
+from runner.backends.base import Backend, BackendDescriptor, BackendOptions, BackendTarget, resolve
+from runner.backends.isolated import IsolatedBackend
+from runner.errors import InvalidInput
 
-from runner.backends.base import Backend, BackendOptions
-
-# name -> "module:factory"; the factory takes BackendOptions and returns a Backend.
-BACKENDS: dict[str, str] = {
-    "reference": "runner.backends.reference:ReferenceBackend",
-    "wgpu": "runner.backends.wgpu:IsolatedWgpuBackend",
-    "ort-web": "runner.backends.ortweb:OrtWebBackend",
+REGISTRY: dict[str, BackendDescriptor] = {
+    descriptor.name: descriptor
+    for descriptor in (reference.DESCRIPTOR, wgpu.DESCRIPTOR, ortweb.DESCRIPTOR)
 }
+
+
+def backend_ids() -> list[str]:
+    """What ``--backend`` accepts: every name, and every ``name:build``."""
+    return [
+        text
+        for descriptor in REGISTRY.values()
+        for text in (descriptor.name, *(f"{descriptor.name}:{b}" for b in descriptor.builds))
+    ]
+
+
+def parse_backend(text: str) -> tuple[BackendTarget, ...]:
+    """The targets ``--backend NAME[:BUILD]`` names; InvalidInput saying what exists."""
+    name = text.partition(":")[0]
+    if name not in REGISTRY:
+        raise InvalidInput(
+            f"--backend {text!r} is unknown; expected one of {', '.join(backend_ids())}"
+        )
+    return REGISTRY[name].parse(text)
 
 
 def open_backend(name: str, options: BackendOptions) -> Backend:
     """Create the named backend; raises EnvironmentUnusable if this machine cannot run it."""
-    module_name, _, factory = BACKENDS[name].partition(":")
-    return getattr(importlib.import_module(module_name), factory)(options)
+    descriptor = REGISTRY[name]
+    if descriptor.isolated:
+        return IsolatedBackend(descriptor, options)
+    return resolve(descriptor.factory)(options)
+
+
+__all__ = ["REGISTRY", "backend_ids", "open_backend", "parse_backend"]

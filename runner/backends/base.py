@@ -1,22 +1,47 @@
-"""The one protocol every backend implements, and the values a backend returns.
+"""The one protocol every backend implements, the values a backend returns, and the descriptor
+that says everything else about a backend.
 
 A backend is opened once per run (one device, one browser), runs cases in the order given, and
 is closed at the end. It never judges: it reports what happened, the judge decides.
+
+A ``BackendDescriptor`` holds what the rest of the runner needs to know about a backend before
+it opens one: how a suite's ``backends:`` entry expands into targets, its element types and
+platform for op-test skips, its faults, its ``doctor`` checks and where its implementation
+lives. Each backend package declares one; ``runner.backends`` registers them. Descriptors are
+plain data (implementations are named as ``"module:attribute"`` and imported on use), so
+reading one imports neither wgpu nor Playwright.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from runner.matrix import Case
-from runner.workload import Workload
+from runner.errors import InvalidInput
+
+if TYPE_CHECKING:  # annotations only: the matrix and workloads are built before any backend
+    from runner.matrix import Case
+    from runner.workload import Workload
 
 # What a backend says about a run; the judge turns it into verdicts.
 RUN_STATUSES = ("ok", "unsupported-op", "capture-unsupported", "error", "timeout", "skipped")
+
+
+@dataclass(frozen=True)
+class BackendTarget:
+    """One column of the matrix: a backend, and which of its builds or adapters."""
+
+    name: str  # a registered backend (runner.backends.REGISTRY)
+    bundle: str | None = None  # the build, for backends that have several (ort-web's bundles)
+    adapter: str | None = None  # wgpu: adapter name or backend type to prefer
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}:{self.bundle}" if self.bundle else self.name
 
 
 @dataclass(frozen=True)
@@ -92,8 +117,9 @@ class BackendOptions:
     chromium: str | None = None  # ort-web: browser executable
 
 
-class Diagnosis(NamedTuple):
-    """One thing `doctor` checks for a backend (its module's `diagnose()` returns a list)."""
+@dataclass(frozen=True)
+class Diagnosis:
+    """One thing `doctor` checks (a descriptor's ``diagnose`` returns a list)."""
 
     check: str
     ok: bool
@@ -106,10 +132,9 @@ def case_timeout(case: Case, options: BackendOptions) -> float:
 
 
 class Backend(Protocol):
-    """One per backend name, registered in ``runner.backends``."""
+    """What a descriptor's ``factory`` builds from ``BackendOptions``."""
 
     name: str
-    FAULTS: Mapping[str, str]  # injectable fault name -> what it does
 
     def environment(self) -> dict[str, Any]:
         """Versions and adapter info for ``run.json``."""
@@ -119,3 +144,63 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release the device, browser and server."""
+
+
+def resolve(reference: str) -> Any:
+    """The object a ``"module:attribute"`` reference names, importing its module."""
+    module, _, attribute = reference.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+@dataclass(frozen=True)
+class BackendDescriptor:
+    """Every fact about one backend that code outside its package needs.
+
+    A suite entry (``wgpu``, or ``{name: ort-web, bundle: [jsep, webgpu]}``) expands into one
+    ``BackendTarget`` per build; ``--backend NAME[:BUILD]`` names the same targets.
+    """
+
+    name: str
+    summary: str  # what runs, in a line (doctor, --help)
+    factory: str  # "module:attribute" of a callable taking BackendOptions, returning a Backend
+    diagnose: str  # "module:attribute" of a callable returning list[Diagnosis] (doctor)
+    # "module:attribute" of a callable returning {component: version} of what the backend would
+    # run, read without opening it (run.json); it must not import wgpu or Playwright.
+    versions: str
+    # Builds a suite entry's `bundle:` may name; all of them when it names none.
+    builds: tuple[str, ...] = ()
+    # Element types the backend holds, as ORT-web spells them (float32, int64...); None: all.
+    element_types: frozenset[str] | None = None
+    # What ORT-web op tests' `platformCondition` regexes are matched against, before the OS:
+    # the browser name platform.js would report, or the runtime standing in for one.
+    runtime: str = ""
+    faults: Mapping[str, str] = field(default_factory=dict)  # name -> what it does (--inject)
+    # Run in a child process (runner.backends.isolated): a native crash fails one case only.
+    isolated: bool = False
+
+    def installed(self) -> dict[str, str | None]:
+        """What the backend would run (``versions``), read without opening it."""
+        return resolve(self.versions)()
+
+    def checks(self) -> list[Diagnosis]:
+        """What ``doctor`` says about this machine for this backend (``diagnose``)."""
+        return resolve(self.diagnose)()
+
+    def targets(self, entry: Mapping[str, Any]) -> tuple[BackendTarget, ...]:
+        """The targets a suite's ``backends:`` entry (validated by the schema) expands into."""
+        builds = entry.get("bundle", self.builds)
+        builds = [builds] if isinstance(builds, str) else builds
+        adapter = entry.get("adapter")
+        return tuple(BackendTarget(self.name, build, adapter) for build in builds) or (
+            BackendTarget(self.name, adapter=adapter),
+        )
+
+    def parse(self, text: str) -> tuple[BackendTarget, ...]:
+        """The targets ``--backend NAME[:BUILD]`` names; InvalidInput for an unknown build."""
+        _, _, build = text.partition(":")
+        if build and build not in self.builds:
+            expected = f"one of {', '.join(self.builds)}" if self.builds else "no build"
+            raise InvalidInput(
+                f"--backend {text!r}: {self.name} has no build {build!r}; expected {expected}"
+            )
+        return self.targets({"bundle": build} if build else {})

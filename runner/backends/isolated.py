@@ -10,28 +10,33 @@ opening the backend returns at once, and its first call waits for the boot.
 
 from __future__ import annotations
 
-import importlib
 import multiprocessing
 import signal
-from collections.abc import Mapping
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runner.backends.base import BackendOptions, BackendRun, case_timeout
+from runner.backends.base import (
+    BackendDescriptor,
+    BackendOptions,
+    BackendRun,
+    case_timeout,
+    resolve,
+)
 from runner.errors import EnvironmentUnusable
-from runner.matrix import Case
-from runner.workload import Workload
+
+if TYPE_CHECKING:  # annotations only: the matrix and workloads are built before any backend
+    from runner.matrix import Case
+    from runner.workload import Workload
 
 GRACE_S = 10.0  # beyond the case timeout, which the backend enforces itself between runs
 BOOT_TIMEOUT_S = 120.0
 
 
-def _serve(target: str, options: BackendOptions, conn: Connection) -> None:
+def _serve(factory: str, options: BackendOptions, conn: Connection) -> None:
     """The child: create the backend, then answer (method, args) requests until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it closes us
-    module, _, factory = target.partition(":")
     try:
-        backend = getattr(importlib.import_module(module), factory)(options)
+        backend = resolve(factory)(options)
     except EnvironmentUnusable as unusable:
         conn.send(("unusable", str(unusable)))
         return
@@ -46,17 +51,11 @@ def _serve(target: str, options: BackendOptions, conn: Connection) -> None:
 
 
 class IsolatedBackend:
-    """A Backend whose work happens in a child process running `target` ("module:Factory").
+    """A Backend whose work happens in a child process running the descriptor's factory; the
+    parent never imports the factory's module."""
 
-    Subclasses name the backend and its FAULTS themselves, so the parent never imports
-    `target`'s module.
-    """
-
-    name: str
-    FAULTS: Mapping[str, str]
-
-    def __init__(self, target: str, options: BackendOptions):
-        self.target, self.options = target, options
+    def __init__(self, descriptor: BackendDescriptor, options: BackendOptions):
+        self.name, self.factory, self.options = descriptor.name, descriptor.factory, options
         self._context = multiprocessing.get_context("spawn")  # the parent may run threads
         self._child: multiprocessing.Process | None = None
         self._conn: Connection | None = None
@@ -66,7 +65,7 @@ class IsolatedBackend:
         """Spawn the child; it boots (imports, adapter, device) while the parent goes on."""
         self._conn, child_end = self._context.Pipe()
         self._child = self._context.Process(
-            target=_serve, args=(self.target, self.options, child_end), daemon=True
+            target=_serve, args=(self.factory, self.options, child_end), daemon=True
         )
         self._child.start()
         child_end.close()

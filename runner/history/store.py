@@ -14,6 +14,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
+from runner.files import write_atomic
+
 # Columns the report and merge query directly; the whole record is kept as JSON beside them.
 RESULT_COLUMNS = (
     "result_id",
@@ -67,9 +69,8 @@ class RunFolder(ResultStore):
         self._write_run(run)
 
     def _write_run(self, run: dict[str, Any]) -> None:
-        tmp = self.folder / "run.json.tmp"
-        tmp.write_text(json.dumps(run, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, self.folder / "run.json")
+        text = json.dumps(run, indent=2, sort_keys=True) + "\n"
+        write_atomic(self.folder / "run.json", text.encode("utf-8"))
 
 
 class SqliteHistory(ResultStore):

@@ -6,23 +6,16 @@ run for CI. Each is written whole to a temporary file and renamed, so a reader n
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 
+from runner.files import write_atomic
 from runner.report.history import load_history
 from runner.report.junit import junit_xml
 from runner.report.page import GRID_RUNS, render_page
 from runner.report.summary import render_summary
 
 HISTORY = "history.sqlite"
-
-
-def _write(path: Path, data: bytes) -> Path:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-    return path
 
 
 def build_reports(out: Path, grid_runs: int = GRID_RUNS) -> list[Path]:
@@ -34,10 +27,10 @@ def build_reports(out: Path, grid_runs: int = GRID_RUNS) -> list[Path]:
     latest = None if history.empty else history.runs.iloc[-1]
     latest_results = [] if latest is None else list(history.run_results(latest["run_id"])["record"])
     return [
-        _write(out / "index.html", render_page(history, built_at, grid_runs).encode("utf-8")),
-        _write(
+        write_atomic(out / "index.html", render_page(history, built_at, grid_runs).encode("utf-8")),
+        write_atomic(
             out / "junit.xml",
             junit_xml(None if latest is None else latest["record"], latest_results),
         ),
-        _write(out / "summary.md", render_summary(history).encode("utf-8")),
+        write_atomic(out / "summary.md", render_summary(history).encode("utf-8")),
     ]

@@ -9,9 +9,7 @@ import math
 import pandas as pd
 
 from runner.report.history import History
-
-# Outcomes that fail a run (an unexpected pass too: the suite's expectation is out of date).
-FAILING = frozenset({"unexpected", "unexpected-pass"})
+from runner.verdicts import FAILING_OUTCOMES as FAILING
 
 # A case whose verdict changed this often within the window flaps; one change is a regression
 # or a fix, and shows under "changes" instead.

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from runner.history import SqliteHistory
+from runner.suite.spec import shape_label
 
 RUN_COLUMNS = ("run_id", "started", "ended", "status", "cases", "message", "record")
 
@@ -45,11 +46,6 @@ RESULT_COLUMNS = (
 )
 
 NUMERIC_COLUMNS = ("max_abs_error", "max_rel_error", "tolerance_abs", "median_run_ms")
-
-
-def shape_label(shape: dict[str, int]) -> str:
-    """The shape as case ids write it (``batch=1,sequence=16``)."""
-    return ",".join(f"{k}={v}" for k, v in shape.items()) or "static"
 
 
 def cell_of(case_id: str) -> str:

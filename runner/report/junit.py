@@ -15,7 +15,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from runner.report.history import shape_label
+from runner.suite.spec import shape_label
 
 # Characters XML 1.0 cannot carry at all, even escaped.
 NOT_XML = re.compile(r"[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

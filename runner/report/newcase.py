@@ -7,16 +7,15 @@ failure came from (model, shape, layout, backend) rides along as comments.
 
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from runner.errors import ExitCode, InvalidInput
+from runner.errors import InvalidInput
 from runner.history import SqliteHistory
-from runner.report.history import shape_label
+from runner.suite.spec import shape_label
 
 BUG_PLACEHOLDER = "FILL IN: a bug URL or owner/repo#number"
 
@@ -128,23 +127,3 @@ def find_result(history: Path, result_id: str) -> dict[str, Any]:
     if result is None:
         raise InvalidInput(f"no result {result_id!r} in {history}")
     return result
-
-
-def add_new_case_parser(commands, default_out: Path = Path("reports")) -> argparse.ArgumentParser:
-    """Add ``new-case`` to the CLI's subparsers (`commands`)."""
-    parser = commands.add_parser(
-        "new-case", help="print a YAML case for a result, ready to paste into a suite"
-    )
-    parser.add_argument("result_id", help="result id from the report (a unique prefix is enough)")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=default_out,
-        help="reports folder holding history.sqlite (reports/)",
-    )
-    return parser
-
-
-def cmd_new_case(args: argparse.Namespace) -> ExitCode:
-    print(case_snippet(find_result(args.out / "history.sqlite", args.result_id)), end="")
-    return ExitCode.OK

@@ -18,7 +18,9 @@ from typing import Any
 
 import jsonschema
 
+from runner.backends import REGISTRY
 from runner.errors import InvalidInput, Problem
+from runner.suite.optests import DEFAULT_OPSET, op_test_files, read_op_tests
 from runner.suite.spec import (
     DEFAULT_LAYOUT,
     BackendTarget,
@@ -40,7 +42,6 @@ from runner.uniforms import UNIFORM_FIELDS
 # Refuse a shape before anything is allocated if one tensor would pass this.
 MAX_TENSOR_BYTES = int(os.environ.get("REGRESS_MAX_TENSOR_MIB", "1024")) << 20
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "suite.schema.json"
-ALL_BUNDLES = ("jsep", "webgpu", "jspi")
 BUILTIN_DIMS = {"encoder": ("batch", "sequence")}
 
 
@@ -365,13 +366,10 @@ class _Builder:
         return model
 
     def op_tests(self, name: str, spec: dict) -> list[ModelSpec]:
-        """One model per case of the ORT-web op-test files `spec` names (``runner.optests``).
+        """One model per case of the ORT-web op-test files `spec` names (``optests.py``).
 
         The files may live anywhere (a checkout of onnxruntime), unlike model files.
         """
-        # runner.optests reads its files with runner.suite's helpers: imported when needed
-        from runner.optests.reader import DEFAULT_OPSET, op_test_files, read_op_tests
-
         where = ("models", name, "ort_op_tests")
         try:
             files = op_test_files(spec["ort_op_tests"], self.file.parent)
@@ -489,13 +487,10 @@ class _Builder:
             self.problem(path + ("range",), f"range [{low}, {high}) is empty", "low < high")
         return InputSpec(spec.get("dtype"), low, high, spec.get("fill"), spec.get("seed"), npy)
 
-    def backend(self, spec: str | dict) -> list[BackendTarget]:
+    @staticmethod
+    def backend(spec: str | dict) -> tuple[BackendTarget, ...]:
         spec = {"name": spec} if isinstance(spec, str) else spec
-        if spec["name"] != "ort-web":
-            return [BackendTarget(spec["name"], adapter=spec.get("adapter"))]
-        bundles = spec.get("bundle", list(ALL_BUNDLES))
-        bundles = [bundles] if isinstance(bundles, str) else bundles
-        return [BackendTarget("ort-web", bundle=b) for b in bundles]
+        return REGISTRY[spec["name"]].targets(spec)
 
     def case_rule(self, rule: dict) -> CaseRule:
         expect = rule.get("expect", "pass")

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.backends.base import BackendTarget
+
 # ORT-web's own WebGPU op-test thresholds (js/web/test/test-runner.ts): an element passes if
 # within `abs`, or if actual/expected is within 1 + `rel`.
 DEFAULT_ABS = 1e-3
@@ -50,6 +52,11 @@ class EncoderParams:
     max_positions: int = 512  # exported style: rows of the position-embedding table
 
 
+def shape_label(dims: Mapping[str, int]) -> str:
+    """A shape as case ids write it (``batch=1,sequence=16``)."""
+    return ",".join(f"{k}={v}" for k, v in dims.items()) or "static"
+
+
 @dataclass(frozen=True)
 class Shape:
     """Values for a model's symbolic dims; one static case each."""
@@ -58,7 +65,7 @@ class Shape:
 
     @property
     def label(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in self.dims) or "static"
+        return shape_label(dict(self.dims))
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.dims)
@@ -137,17 +144,6 @@ class Layout:
 
 
 DEFAULT_LAYOUT = Layout(label="default")
-
-
-@dataclass(frozen=True)
-class BackendTarget:
-    name: str  # "wgpu" | "ort-web" | "reference"
-    bundle: str | None = None  # ort-web: jsep | webgpu | jspi
-    adapter: str | None = None  # wgpu: adapter name or backend type to prefer
-
-    @property
-    def id(self) -> str:
-        return f"{self.name}:{self.bundle}" if self.bundle else self.name
 
 
 @dataclass(frozen=True)

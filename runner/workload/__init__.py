@@ -16,7 +16,6 @@ import numpy as np
 import onnx
 
 from runner.matrix import Case
-from runner.optests.skips import skip_reason
 from runner.suite.spec import EncoderParams, InputSpec, Layout
 from runner.workload.encoder import build_encoder
 from runner.workload.inputs import make_inputs
@@ -77,12 +76,11 @@ def materialize(case: Case) -> Workload:
 
 
 def _op_test_workload(case: Case) -> Workload:
-    """An op-test case's one-node model and the file's inputs; refuses a case that cannot run
-    here (``runner.optests.skips``) or that ORT-web's runner would refuse too."""
+    """An op-test case's one-node model and the file's inputs; refuses a case that ORT-web's
+    runner would refuse too."""
     op_case = case.model.op_test
-    refusal = skip_reason(case) or op_case.invalid
-    if refusal:
-        raise ValueError(refusal)
+    if op_case.invalid:
+        raise ValueError(op_case.invalid)
     model = op_test_model(op_case.test)
     inputs = case_inputs(op_case)
     shape = case.shape.as_dict()

@@ -1,6 +1,46 @@
-"""ort-web backend: onnxruntime-web's WebGPU builds in headless Chromium (see backend.py)."""
+"""ort-web backend: onnxruntime-web's WebGPU builds in headless Chromium (see backend.py).
 
-from runner.backends.ortweb.backend import OrtWebBackend
-from runner.backends.ortweb.diagnose import diagnose
+This module is the descriptor: plain data, importing neither Playwright nor the browser code.
+"""
 
-__all__ = ["OrtWebBackend", "diagnose"]
+from runner.backends.base import BackendDescriptor
+from runner.backends.ortweb.package import BUNDLE_MODULES
+
+DESCRIPTOR = BackendDescriptor(
+    name="ort-web",
+    summary="onnxruntime-web in headless Chromium driven by Playwright, on each WebGPU build",
+    factory="runner.backends.ortweb.backend:OrtWebBackend",
+    diagnose="runner.backends.ortweb.diagnose:diagnose",
+    versions="runner.backends.ortweb.package:versions",
+    builds=tuple(BUNDLE_MODULES),
+    # Tensor types passed to and from the page; numpy and onnxruntime-web spell them alike.
+    element_types=frozenset(
+        {
+            "float32",
+            "float16",
+            "float64",
+            "int64",
+            "uint64",
+            "int32",
+            "uint32",
+            "int16",
+            "uint16",
+            "int8",
+            "uint8",
+            "bool",
+        }
+    ),  # fmt: skip
+    runtime="Chrome Headless",  # what platform.js reports for headless Chromium
+    # Implemented in assets/faults.js (ep-name-as-string in harness.js, which creates the
+    # sessions); a case's own are passed with its run, never page-wide.
+    faults={
+        "stale-uniform-binding": "while a capture session records, a bind group of a program "
+        "that an earlier capture in the page recorded gets that capture's uniform buffer in "
+        "place of its own (same size only), so every replay reads the earlier layout's "
+        "constants, e.g. LayerNormalization's epsilon (the seed bug: silent, deterministic; "
+        "stale-layout)",
+        "ep-name-as-string": "create sessions with executionProviders ['webgpu'] instead of "
+        "[{name: 'webgpu'}]: the C++ EP builds then silently ignore enableGraphCapture, so "
+        "every 'replay' rebuilds its bind groups (capture-not-engaged; JSEP takes either form)",
+    },
+)

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 from runner.backends.base import BackendOptions, BackendRun, Timings, case_timeout
-from runner.backends.ortweb import browser
+from runner.backends.ortweb import DESCRIPTOR, browser
 from runner.backends.ortweb.package import BUNDLE_MODULES, DEFAULT_BUNDLE, find_ort_web
 from runner.backends.ortweb.server import AssetServer
 from runner.backends.ortweb.trace import build_trace, call_counts
@@ -30,30 +30,9 @@ if TYPE_CHECKING:  # page.py imports playwright: at run time only once _start() 
 
 ASSETS = Path(__file__).parent / "assets"
 
-# Tensor types passed to and from the page; numpy and onnxruntime-web spell them alike.
-TENSOR_TYPES = (
-    "float32", "float16", "float64", "int64", "uint64", "int32", "uint32", "int16", "uint16",
-    "int8", "uint8", "bool",
-)  # fmt: skip
-
-
-STALE_UNIFORM_BINDING = "stale-uniform-binding"
-EP_NAME_AS_STRING = "ep-name-as-string"
-
 
 class OrtWebBackend:
-    name = "ort-web"
-    # Implemented in assets/faults.js (ep-name-as-string in harness.js, which creates the
-    # sessions); a case's own are passed with its run, never page-wide.
-    FAULTS: Mapping[str, str] = {
-        STALE_UNIFORM_BINDING: "while a capture session records, a bind group of a program that "
-        "an earlier capture in the page recorded gets that capture's uniform buffer in place of "
-        "its own (same size only), so every replay reads the earlier layout's constants, e.g. "
-        "LayerNormalization's epsilon (the seed bug: silent, deterministic; stale-layout)",
-        EP_NAME_AS_STRING: "create sessions with executionProviders ['webgpu'] instead of "
-        "[{name: 'webgpu'}]: the C++ EP builds then silently ignore enableGraphCapture, so "
-        "every 'replay' rebuilds its bind groups (capture-not-engaged; JSEP takes either form)",
-    }
+    name = DESCRIPTOR.name
 
     def __init__(self, options: BackendOptions):
         """Checks what can be checked without a browser: Chromium and onnxruntime-web exist."""
@@ -100,7 +79,7 @@ class OrtWebBackend:
         unsupported = sorted(
             f"{name} ({array.dtype})"
             for name, array in workload.inputs.items()
-            if array.dtype.name not in TENSOR_TYPES
+            if array.dtype.name not in DESCRIPTOR.element_types
         )
         if unsupported:
             message = f"inputs of types onnxruntime-web cannot take: {', '.join(unsupported)}"
@@ -200,7 +179,7 @@ class OrtWebBackend:
             "freeDimensionOverrides": dict(workload.shape),
             "runs": max(1, self.options.runs),
             "reuseSession": case.revisit,
-            "faults": sorted(case.inject & self.FAULTS.keys()),
+            "faults": sorted(case.inject & DESCRIPTOR.faults.keys()),
         }
         return spec, [model, *(i["url"] for i in inputs)]
 
@@ -217,8 +196,9 @@ def _backend_run(result: Mapping[str, Any], workload: Workload, details: dict) -
             status=result["status"], message=message, timings=timings, trace=trace, details=details
         )
     types = {output["type"] for outputs in result["runs"] for output in outputs.values()}
-    if not types <= set(TENSOR_TYPES):
-        message = f"outputs of types this backend cannot read: {sorted(types - set(TENSOR_TYPES))}"
+    if not types <= DESCRIPTOR.element_types:
+        unreadable = sorted(types - DESCRIPTOR.element_types)
+        message = f"outputs of types this backend cannot read: {unreadable}"
         return BackendRun(status="error", message=message, trace=trace, details=details)
     runs = tuple(
         {name: _array(outputs[name]) for name in workload.output_names}

@@ -6,12 +6,13 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.environment import package_version
 from runner.errors import EnvironmentUnusable
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 NPM_HINT = f"run `npm ci` in {REPO_ROOT} (Node.js and npm needed)"
 
-# bundle (a matrix dimension, see runner.backends.ORT_WEB_BUNDLES) -> the module the page imports.
+# build (a suite's `bundle:`, the descriptor's builds) -> the module the page imports.
 BUNDLE_MODULES = {
     "jsep": "ort.mjs",
     "webgpu": "ort.webgpu.mjs",
@@ -41,15 +42,29 @@ def pinned_version(repo_root: Path = REPO_ROOT) -> str:
     return manifest.get("dependencies", {}).get("onnxruntime-web", "")
 
 
+def installed_version(root: Path) -> str | None:
+    """The version of the onnxruntime-web package at `root`, None if there is none."""
+    try:
+        return json.loads((root / "package.json").read_text())["version"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def versions() -> dict[str, str | None]:
+    """What a run would drive, read without starting a browser (run.json)."""
+    return {
+        "playwright": package_version("playwright"),
+        "onnxruntime_web": installed_version(REPO_ROOT / "node_modules" / "onnxruntime-web"),
+    }
+
+
 def find_ort_web(repo_root: Path = REPO_ROOT) -> OrtWebPackage:
     """The installed package; raises EnvironmentUnusable (how to install it) if it is missing."""
     root = repo_root / "node_modules" / "onnxruntime-web"
-    manifest = root / "package.json"
-    if not manifest.is_file():
+    version = installed_version(root)
+    if version is None:
         raise EnvironmentUnusable(f"onnxruntime-web is not installed ({root} missing): {NPM_HINT}")
-    package = OrtWebPackage(
-        root, json.loads(manifest.read_text())["version"], pinned_version(repo_root)
-    )
+    package = OrtWebPackage(root, version, pinned_version(repo_root))
     missing = [name for name in BUNDLE_MODULES.values() if not (package.dist / name).is_file()]
     if missing:
         raise EnvironmentUnusable(

@@ -7,34 +7,35 @@ Modules, in the order data flows:
   executor.py  eager and capture runs (capture: record once, replay)
   faults.py    the injectable faults (FAULTS) and what each changes
   trace.py     the binding trace
-  backend.py   WgpuBackend, the runner.backends.base.Backend for "wgpu"; registered as
-               IsolatedWgpuBackend (below), which runs it in a child process
+  backend.py   WgpuBackend, the runner.backends.base.Backend for "wgpu", run in a child process
+               (runner.backends.isolated): wgpu-native aborts its process on a Rust panic, and
+               loading its native library would cost the parent 0.2-0.5 s
   diagnose.py  what `doctor` says about adapters
+
+Only the child process imports wgpu; this module (the descriptor) imports none of the above but
+faults.py, which is plain data and WGSL text.
 """
 
-from runner.backends.base import BackendOptions
-from runner.backends.isolated import IsolatedBackend
+from runner.backends.base import BackendDescriptor
 from runner.backends.wgpu.faults import FAULTS
+from runner.environment import package_version
 
 
-class IsolatedWgpuBackend(IsolatedBackend):
-    """WgpuBackend in a child process: a wgpu-native panic aborts the child, not the run.
-
-    Only the child imports wgpu: loading its native library takes the parent 0.2-0.5 s.
-    """
-
-    name = "wgpu"
-    FAULTS = FAULTS
-
-    def __init__(self, options: BackendOptions):
-        super().__init__("runner.backends.wgpu.backend:WgpuBackend", options)
+def versions() -> dict[str, str | None]:
+    return {"wgpu": package_version("wgpu")}
 
 
-def diagnose():
-    """``doctor``'s checks (diagnose.py), importing wgpu only when asked."""
-    from runner.backends.wgpu.diagnose import diagnose as check_adapters
-
-    return check_adapters()
-
-
-__all__ = ["IsolatedWgpuBackend", "diagnose"]
+DESCRIPTOR = BackendDescriptor(
+    name="wgpu",
+    summary="the model as WGSL compute kernels through the wgpu package (native WebGPU)",
+    factory="runner.backends.wgpu.backend:WgpuBackend",
+    diagnose="runner.backends.wgpu.diagnose:diagnose",
+    versions="runner.backends.wgpu:versions",
+    # WGSL has f32 and i32: integers and bool live on the device as i32 (tensors.py)
+    element_types=frozenset(
+        {"float32", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16"}
+    ),
+    runtime="wgpu-native",
+    faults=FAULTS,
+    isolated=True,
+)

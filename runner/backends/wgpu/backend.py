@@ -18,7 +18,7 @@ import wgpu.backends.wgpu_native
 from runner.backends.base import BackendOptions, BackendRun, Timings, Trace, case_timeout
 from runner.backends.wgpu.device import Device, adapter_environment, digest
 from runner.backends.wgpu.executor import Session
-from runner.backends.wgpu.faults import CAPTURE_FALLS_BACK_TO_EAGER, FAULTS, Faults
+from runner.backends.wgpu.faults import CAPTURE_FALLS_BACK_TO_EAGER, Faults
 from runner.backends.wgpu.prepare import prepare
 from runner.backends.wgpu.tensors import DeviceTypeError, UnsupportedOp
 from runner.backends.wgpu.trace import case_trace, logged_errors
@@ -29,7 +29,6 @@ from runner.workload import Workload
 
 class WgpuBackend:
     name = "wgpu"
-    FAULTS = FAULTS
 
     def __init__(self, options: BackendOptions):
         self.options = options

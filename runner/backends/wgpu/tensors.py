@@ -11,19 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import helper
+
+from runner.backends.wgpu import DESCRIPTOR
 
 _INT32 = np.iinfo(np.int32)
 
+# The descriptor's element types, by the device type that holds them.
 DEVICE_TYPES: dict[int, str] = {
-    TensorProto.FLOAT: "f32",
-    TensorProto.BOOL: "i32",
-    TensorProto.INT8: "i32",
-    TensorProto.INT16: "i32",
-    TensorProto.INT32: "i32",
-    TensorProto.INT64: "i32",
-    TensorProto.UINT8: "i32",
-    TensorProto.UINT16: "i32",
+    helper.np_dtype_to_tensor_dtype(np.dtype(name)): "f32" if name == "float32" else "i32"
+    for name in sorted(DESCRIPTOR.element_types)
 }
 
 

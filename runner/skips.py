@@ -16,8 +16,11 @@ import platform
 import re
 import sys
 
+from runner.backends import REGISTRY
 from runner.matrix import Case
+from runner.oracle import cpu_session
 from runner.suite.spec import OpTest
+from runner.workload.optest import op_test_model
 
 SKIP_PLATFORM = "platform condition not met"
 SKIP_TYPE = "element type the backend lacks"
@@ -25,40 +28,14 @@ SKIP_ORACLE = "onnxruntime CPU lacks the operator or type"
 SKIP_BACKEND = "backend lacks the operator or type"  # seen at run time (runner.judge)
 SKIP_REASONS = (SKIP_PLATFORM, SKIP_TYPE, SKIP_ORACLE, SKIP_BACKEND)
 
-# Element types each backend holds: wgpu's DEVICE_TYPES (runner/backends/wgpu/tensors.py) and
-# ort-web's TENSOR_TYPES (runner/backends/ortweb/backend.py), as ORT-web spells them.
-# tests/test_optests.py checks these against the backends. The reference holds every type
-# (but strings, which no case here runs: the judge compares numbers).
-BACKEND_TYPES = {
-    "wgpu": frozenset({"float32", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16"}),
-    "ort-web": frozenset(
-        {
-            "float32",
-            "float16",
-            "float64",
-            "int64",
-            "uint64",
-            "int32",
-            "uint32",
-            "int16",
-            "uint16",
-            "int8",
-            "uint8",
-            "bool",
-        }
-    ),
-}
 
 # What ORT-web's `platformCondition` regexes are matched against: platform.js's description in
-# a browser ("Chrome Headless 120.0 on Linux 64-bit"); here the runtime stands in for the browser
-# and its version is left out (unknown before the browser starts).
-_RUNTIMES = {"ort-web": "Chrome Headless", "wgpu": "wgpu-native", "reference": "onnxruntime"}
-
-
+# a browser ("Chrome Headless 120.0 on Linux 64-bit"); here the backend's runtime stands in for
+# the browser and its version is left out (unknown before the browser starts).
 def platform_description(backend: str) -> str:
     system = {"Darwin": "OS X"}.get(platform.system(), platform.system())
     bits = "64-bit" if sys.maxsize > 2**32 else "32-bit"
-    return f"{_RUNTIMES.get(backend, backend)} on {system} {bits}"
+    return f"{REGISTRY[backend].runtime} on {system} {bits}"
 
 
 def skip_reason(case: Case) -> str | None:
@@ -73,7 +50,7 @@ def skip_reason(case: Case) -> str | None:
     types = {t for t in (*test.input_types, *test.output_types) if t}
     if "string" in types:
         return f"{SKIP_TYPE}: string tensors (the judge compares numbers only)"
-    lacking = sorted(types - BACKEND_TYPES.get(backend, types))
+    lacking = sorted(types - (REGISTRY[backend].element_types or types))
     if lacking:
         return f"{SKIP_TYPE}: {backend} has no {', '.join(lacking)} tensors"
     if op_case.invalid:
@@ -88,14 +65,8 @@ def oracle_lacks(test: OpTest) -> str | None:
     Other refusals (an attribute the schema rejects, a type the ONNX schema forbids) are the
     test's own errors and left to the run to report.
     """
-    import onnxruntime as ort
-
-    from runner.workload.optest import op_test_model  # runner.workload asks skip_reason first
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
     try:
-        ort.InferenceSession(op_test_model(test), options, providers=["CPUExecutionProvider"])
+        cpu_session(op_test_model(test))
     except Exception as exc:  # onnxruntime raises its own classes, all plain Exceptions
         lacks = onnxruntime_lacks(str(exc))
         if lacks:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import Problem
-from runner.optests.jsonc import JsoncError, load_jsonc
+from runner.suite.jsonc import JsoncError, load_jsonc
 from runner.suite.spec import ModelSpec, OpAttribute, OpTensor, OpTest, OpTestCase, Shape
 from runner.suite.yamlpos import Located
 

@@ -12,21 +12,31 @@ from typing import Any
 
 import onnxruntime as ort
 
-from runner.backends.base import BackendOptions, BackendRun, Timings
+from runner.backends.base import BackendOptions, BackendRun, Diagnosis, Timings
 from runner.matrix import Case
 from runner.oracle import compute_reference
 from runner.workload import Workload
 
 
+def versions() -> dict[str, str | None]:
+    return {"onnxruntime": ort.__version__}
+
+
+def diagnose() -> list[Diagnosis]:
+    providers = ort.get_available_providers()
+    ok = "CPUExecutionProvider" in providers
+    detail = f"onnxruntime {ort.__version__}, providers {', '.join(providers)}"
+    return [Diagnosis("onnxruntime CPU", ok, detail, "pip install onnxruntime")]
+
+
 class ReferenceBackend:
     name = "reference"
-    FAULTS: dict[str, str] = {}
 
     def __init__(self, options: BackendOptions):
         self.options = options
 
     def environment(self) -> dict[str, Any]:
-        return {"onnxruntime": ort.__version__, "providers": ["CPUExecutionProvider"]}
+        return {**versions(), "providers": ["CPUExecutionProvider"]}
 
     def run(self, case: Case, workload: Workload) -> BackendRun:
         runs, times = [], []

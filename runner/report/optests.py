@@ -1,7 +1,7 @@
 """What a run of ORT-web op tests found, per backend: files, tests and cases run, results passed,
 skipped (by reason) and failed (by verdict), as a Markdown table.
 
-    python -m runner.optests.summary SUITE... --results reports/runs/<run_id>/results.jsonl
+    python -m runner.report.optests SUITE... --results reports/runs/<run_id>/results.jsonl
 
 The suites give each result its file, test and case (a result names its model only).
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.optests.skips import SKIP_REASONS
+from runner.skips import SKIP_REASONS
 from runner.suite import load_suites
 from runner.suite.spec import Suite
 
@@ -68,7 +68,7 @@ def summarize(
 
 
 def skip_category(message: str) -> str:
-    """The reason a skip message starts with (``runner.optests.skips.SKIP_REASONS``)."""
+    """The reason a skip message starts with (``runner.skips.SKIP_REASONS``)."""
     return next((reason for reason in SKIP_REASONS if message.startswith(reason)), "other")
 
 
@@ -97,7 +97,7 @@ def markdown(summaries: Sequence[BackendSummary]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m runner.optests.summary", description=__doc__.split("\n\n")[0]
+        prog="python -m runner.report.optests", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("suites", nargs="+", type=Path, help="the suites the run ran")
     parser.add_argument("--results", type=Path, required=True, help="a run's results.jsonl")

@@ -1,0 +1,12 @@
+"""reference backend: onnxruntime on the CPU, the oracle's own path (see backend.py)."""
+
+from runner.backends.base import BackendDescriptor
+
+DESCRIPTOR = BackendDescriptor(
+    name="reference",
+    summary="onnxruntime on the CPU, the oracle's own path; a pipeline check that must pass",
+    factory="runner.backends.reference.backend:ReferenceBackend",
+    diagnose="runner.backends.reference.backend:diagnose",
+    versions="runner.backends.reference.backend:versions",
+    runtime="onnxruntime",
+)

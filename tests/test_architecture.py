@@ -1,0 +1,177 @@
+"""The layout the README's "Architecture" and "Adding a backend" describe, checked on the code:
+backend facts live in their descriptors, the schemas' vocabularies in one `$defs` entry each,
+and the modules import one another without cycles."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from runner.backends import REGISTRY
+from runner.verdicts import VERDICTS
+
+from .conftest import REPO
+
+RUNNER = REPO / "runner"
+SCHEMAS = {name: json.loads((REPO / "schemas" / name).read_text()) for name in
+           ("suite.schema.json", "result.schema.json")}  # fmt: skip
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in RUNNER.rglob("*.py"):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _imports(path: Path, name: str, known: set[str]) -> tuple[set[str], set[str]]:
+    """Runner modules `path` imports when it loads, and those it imports inside functions
+    (``if TYPE_CHECKING:`` blocks are neither: they never run)."""
+    tree = ast.parse(path.read_text())
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    at_load, deferred = set(), set()
+
+    def targets(node) -> set[str]:
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
+                base = f"{base}.{node.module}" if node.module else base
+            # `from package import module` needs the package started, not loaded
+            names = [
+                f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names
+            ]
+        return {n for n in names if n in known}
+
+    def visit(node, in_function: bool) -> None:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            return
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            (deferred if in_function else at_load).update(targets(node))
+        nested = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        for child in ast.iter_child_nodes(node):
+            visit(child, nested)
+
+    visit(tree, False)
+    return at_load - {name}, deferred - {name}
+
+
+def _graph() -> dict[str, tuple[set[str], set[str]]]:
+    modules = _modules()
+    return {name: _imports(path, name, set(modules)) for name, path in modules.items()}
+
+
+def _with_parents(graph, name: str) -> set[str]:
+    """What loading `name` loads: its imports, and every package above each of them."""
+    loaded = set()
+    for target in graph[name][0]:
+        parts = target.split(".")
+        loaded.update(".".join(parts[:i]) for i in range(2, len(parts) + 1))
+    return loaded - {name}
+
+
+def test_modules_import_one_another_without_cycles():
+    graph = _graph()
+    # A submodule may import its package's other submodules while the package initializes:
+    # only the modules an import statement names are edges, not the packages above them.
+    edges = {name: graph[name][0] for name in graph}
+    state: dict[str, str] = {}
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = "open"
+        for target in sorted(edges[name]):
+            if state.get(target) == "open":
+                cycle = path[path.index(target) :] + [target]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if target not in state:
+                visit(target, [*path, target])
+        state[name] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+
+
+def test_no_function_level_import_of_a_module_already_loaded():
+    """A deferred import is for speed (pandas, Playwright, the pipeline), never for a module the
+    importer loads anyway, which is how a deferred import hides a cycle."""
+    graph = _graph()
+
+    def loads(name: str, seen: set[str]) -> set[str]:
+        for target in _with_parents(graph, name) - seen:
+            seen.add(target)
+            loads(target, seen)
+        return seen
+
+    for name, (_, deferred) in graph.items():
+        needless = deferred & loads(name, set())
+        assert not needless, f"{name} defers {needless}, which it loads anyway"
+
+
+def test_backend_builds_and_element_types_are_spelled_only_in_backends():
+    builds = {build for d in REGISTRY.values() for build in d.builds}
+    assert builds == {"jsep", "webgpu", "jspi"}
+    for path in RUNNER.rglob("*.py"):
+        if path.is_relative_to(RUNNER / "backends"):
+            continue
+        strings = {
+            node.value
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        }
+        assert not strings & builds, f"{path} names builds {strings & builds}"
+
+
+def test_importlib_resolves_in_one_place():
+    users = [p for p in RUNNER.rglob("*.py") if "import_module" in p.read_text()]
+    assert users == [RUNNER / "backends" / "base.py"]
+
+
+def test_the_schemas_vocabularies_are_the_registry_and_the_verdicts():
+    for name, schema in SCHEMAS.items():
+        jsonschema.Draft202012Validator.check_schema(schema)
+        assert schema["$defs"]["verdict"]["enum"] == list(VERDICTS), name
+    suite = SCHEMAS["suite.schema.json"]
+    assert suite["$defs"]["backend_name"]["enum"] == list(REGISTRY)
+    assert suite["$defs"]["bundle"]["enum"] == list(REGISTRY["ort-web"].builds)
+
+
+def _enums(node, path="#"):
+    """(path, values) of every enum in a schema."""
+    if isinstance(node, dict):
+        if "enum" in node:
+            yield path, set(node["enum"])
+        for key, value in node.items():
+            yield from _enums(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _enums(value, f"{path}/{i}")
+
+
+def test_each_vocabulary_is_listed_once():
+    """Any other enum listing verdicts or backend names would drift from the `$defs` entry."""
+    for name, schema in SCHEMAS.items():
+        lists = [
+            path
+            for path, values in _enums(schema)
+            if len(values & set(VERDICTS)) > 1 or len(values & set(REGISTRY)) > 1
+        ]
+        wanted = ["#/$defs/verdict"]
+        if "backend_name" in schema["$defs"]:
+            wanted.append("#/$defs/backend_name")
+        assert sorted(lists) == sorted(wanted), name
+
+
+def test_descriptors_say_what_other_steps_need():
+    for name, descriptor in REGISTRY.items():
+        assert descriptor.name == name and descriptor.summary and descriptor.runtime
+        assert [t.id for t in descriptor.targets({})] == (
+            [f"{name}:{b}" for b in descriptor.builds] or [name]
+        )
