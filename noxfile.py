@@ -1,7 +1,8 @@
-"""Sessions: `regress` (the main job), `tests`, `lint`.
+"""Sessions: `regress` (the main job), `tests`, `lint`, `bench`.
 
-`regress` and `tests` install what they need: Python packages into the session's virtualenv,
-onnxruntime-web with `npm ci`, and, when run as root on Debian, Chromium and lavapipe.
+`regress` and `tests` install what they need: Python packages into the session's virtualenv
+and, when run as root on Debian, Chromium, lavapipe and Node.js with npm (the runner installs
+each onnxruntime-web version it runs into its cache folder with npm, on first use).
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ nox.options.sessions = ["regress"]
 nox.options.reuse_existing_virtualenvs = True
 
 ROOT = Path(__file__).parent
-# Debian packages: Chromium (ships SwiftShader's Vulkan driver) for ort-web, lavapipe for wgpu.
-SYSTEM_PACKAGES = {"chromium": "chromium", "mesa-vulkan-drivers": "lvp_icd"}
 
 
 def _missing_system_packages() -> list[str]:
+    """Debian packages: Chromium (it ships SwiftShader's Vulkan driver) for ort-web, npm for
+    onnxruntime-web's versions, lavapipe for wgpu."""
     missing = []
     if not (shutil.which("chromium") or shutil.which("chromium-browser")):
         missing.append("chromium")
+    if not shutil.which("npm"):
+        missing += ["nodejs", "npm"]
     icd_folders = [Path("/usr/share/vulkan/icd.d"), Path("/etc/vulkan/icd.d")]
     if not any(folder.glob("lvp_icd*.json") for folder in icd_folders if folder.is_dir()):
         missing.append("mesa-vulkan-drivers")
@@ -44,14 +47,6 @@ def install_system_packages(session: nox.Session) -> None:
     env = {"DEBIAN_FRONTEND": "noninteractive"}
     session.run("apt-get", "update", "-qq", external=True, env=env)
     session.run("apt-get", "install", "-y", "-qq", *missing, "libvulkan1", external=True, env=env)
-
-
-def install_npm_packages(session: nox.Session) -> None:
-    installed = ROOT / "node_modules" / "onnxruntime-web" / "package.json"
-    lock = ROOT / "package-lock.json"
-    if installed.exists() and installed.stat().st_mtime >= lock.stat().st_mtime:
-        return
-    session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
 
 
 def install_project(session: nox.Session, spec: str) -> None:
@@ -95,7 +90,6 @@ def _filters_and_options(posargs: list[str]) -> list[str]:
 def regress(session: nox.Session) -> None:
     """Run the bundled suites and build reports/. Bare extra arguments are filters."""
     install_system_packages(session)
-    install_npm_packages(session)
     install_project(session, ".")
     session.run(
         "python",
@@ -112,7 +106,6 @@ def regress(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The test suite. Extra arguments go to pytest (e.g. -m 'not browser')."""
     install_system_packages(session)
-    install_npm_packages(session)
     install_project(session, ".[test]")
     session.run("pytest", *session.posargs)
 
@@ -128,6 +121,5 @@ def lint(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Suite throughput against a naive harness (the README's table); not run by the tests."""
     install_system_packages(session)
-    install_npm_packages(session)
     install_project(session, ".")
     session.run("python", "bench/bench.py", *session.posargs)

@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from runner.backends import REGISTRY, backend_ids, parse_backend
-from runner.backends.base import BackendOptions
+from runner.backends.base import BackendDescriptor, BackendOptions, label_versions
 from runner.errors import EnvironmentUnusable, ExitCode, InvalidInput
 from runner.matrix import Case, expand_matrix, parse_shard, select_cases, shard_cases
 from runner.suite import load_suites
@@ -62,11 +62,20 @@ def _selection_args(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="PATTERN",
         help="keep cases whose id matches this glob, or key=glob on a field "
-        "(model, shape, layout, backend, bundle, capture, suite; for op tests "
+        "(model, shape, layout, backend, bundle, version, capture, suite; for op tests "
         "also file, test, operator); repeatable, "
         "all must match",
     )
     parser.add_argument("--shard", metavar="I/N", help="run only shard I of N (1-based)")
+    for descriptor in versioned_backends():
+        parser.add_argument(
+            f"--{descriptor.name}-version",
+            action="append",
+            default=[],
+            metavar="VERSION",
+            help=f"run {descriptor.name} on this version instead of the suites' own: an exact "
+            "version, a dist-tag, dev, or a build folder; repeatable",
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,6 +151,25 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--out", type=Path, default=DEFAULT_OUT, help="merged reports folder")
     merge.add_argument("--run-id", help="id of the merged run (default: the first shard's)")
 
+    bisect = commands.add_parser(
+        "bisect",
+        help="find the first version between a good and a bad one whose verdict for a case "
+        "differs from the good one's",
+    )
+    bisect.add_argument("case_id", help="a case id as `list` or the report shows it")
+    _suite_args(bisect)
+    bisect.add_argument(
+        "--good",
+        required=True,
+        metavar="V1",
+        help="a version whose verdict is the reference (exact, dist-tag, dev)",
+    )
+    bisect.add_argument("--bad", required=True, metavar="V2", help="a newer version")
+    bisect.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (reports/)")
+    bisect.add_argument("--runs", type=int, default=3, help="runs per case (default 3)")
+    bisect.add_argument("--timeout", type=float, help="seconds per case (default: the suite's)")
+    bisect.add_argument("--chromium", help="Chromium executable for ort-web")
+
     commands.add_parser("doctor", help="say what this machine offers and how to fix what is not")
     return parser
 
@@ -149,13 +177,28 @@ def build_parser() -> argparse.ArgumentParser:
 def _retarget(suite: Suite, backends: Sequence[str]) -> Suite:
     """The suite with its backends replaced by those named on the command line."""
     targets = [target for text in backends for target in parse_backend(text)]
-    return dataclasses.replace(suite, backends=tuple(dict.fromkeys(targets)))
+    return dataclasses.replace(suite, backends=label_versions(tuple(dict.fromkeys(targets))))
+
+
+def versioned_backends() -> list[BackendDescriptor]:
+    return [descriptor for descriptor in REGISTRY.values() if descriptor.versions]
+
+
+def _version_override(suite: Suite, args: argparse.Namespace) -> Suite:
+    """The suite with each `--NAME-version` replacing that backend's versions."""
+    backends = suite.backends
+    for descriptor in versioned_backends():
+        texts = getattr(args, f"{descriptor.name.replace('-', '_')}_version")
+        if texts:
+            backends = descriptor.with_versions(backends, texts)
+    return dataclasses.replace(suite, backends=backends)
 
 
 def select(args: argparse.Namespace) -> list[Case]:
     suites = load_suites(args.suites, args.tag)
     if args.backend:
         suites = [_retarget(suite, args.backend) for suite in suites]
+    suites = [_version_override(suite, args) for suite in suites]
     cases = select_cases(expand_matrix(suites), args.filter)
     if args.shard:
         try:
@@ -241,6 +284,10 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
             "filters": args.filter,
             "shard": args.shard,
             "backends": args.backend,
+            "versions": {
+                d.name: getattr(args, f"{d.name.replace('-', '_')}_version")
+                for d in versioned_backends()
+            },
             "tags": args.tag,
         }
         summary = execute(
@@ -251,6 +298,7 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
             args.localize,
             args.run_timeout,
             on_start=lambda case: progress.update(task, case=case.id),
+            on_note=progress.console.print,
             on_result=lambda result: progress.advance(task),
         )
     _print_summary(summary, args.out)
@@ -316,6 +364,32 @@ def cmd_merge(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+def cmd_bisect(args: argparse.Namespace) -> ExitCode:
+    from runner.bisect import bisect_versions, find_case
+
+    suite, case = find_case(load_suites(args.suites, args.tag), args.case_id)
+    options = BackendOptions(runs=args.runs, timeout_s=args.timeout, chromium=args.chromium)
+    found = bisect_versions(suite, case, args.good, args.bad, args.out, options, console.print)
+    last, first = found.last_agreeing, found.first_differing
+    console.print(
+        f"{len(found.probes)} probe(s) over {len(found.candidates)} versions "
+        f"({found.candidates[0]} .. {found.candidates[-1]}); runs in {args.out}"
+    )
+    for probe in found.skipped:
+        console.print(f"skipped {probe.version}: {probe.message}")
+    console.print(f"last agreeing: {last.version} ({last.verdict})")
+    if first is None:
+        console.print(f"no version up to {found.candidates[-1]} differs from {last.verdict}")
+        return ExitCode.UNEXPECTED
+    console.print(f"first differing: {first.version} ({first.verdict}, was {last.verdict})")
+    if found.untestable:
+        console.print(f"the change may be in any of {', '.join(found.untestable)} (untestable)")
+    if found.commit:
+        console.print(f"upstream commit: {found.commit}")
+    console.print(f"compare: {found.compare_url}")
+    return ExitCode.OK
+
+
 def cmd_doctor(args: argparse.Namespace) -> ExitCode:
     from runner.doctor import diagnose
 
@@ -336,6 +410,7 @@ COMMANDS = {
     "report": cmd_report,
     "merge": cmd_merge,
     "new-case": cmd_new_case,
+    "bisect": cmd_bisect,
     "doctor": cmd_doctor,
 }
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import platform
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -34,13 +33,11 @@ def git_commit(folder: Path) -> dict[str, Any]:
         return {"commit": None, "dirty": None}
 
 
-def base_environment(
-    suite_paths: list[Path], backend_versions: Iterable[Mapping[str, str | None]]
-) -> dict[str, Any]:
-    """The machine, the suites' commit, onnxruntime (the oracle), onnx, and what each backend
-    of the run says it would run (its descriptor's ``versions``)."""
+def base_environment(suite_paths: list[Path]) -> dict[str, Any]:
+    """The machine, the suites' commit, onnxruntime (the oracle) and onnx; the pipeline adds
+    what each backend prepared."""
     folders = sorted({str(p.parent) for p in suite_paths})
-    environment = {
+    return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "machine": platform.machine(),
@@ -48,6 +45,3 @@ def base_environment(
         "onnx": package_version("onnx"),
         "suites_git": git_commit(Path(folders[0])) if folders else None,
     }
-    for versions in backend_versions:
-        environment.update(versions)
-    return environment

@@ -76,8 +76,9 @@ class Case:
             "model": self.model.name,
             "shape": self.shape.label,
             "layout": self.layout.label,
-            "backend": self.backend.id,
+            "backend": self.backend.build_id,
             "bundle": self.backend.bundle or "",
+            "version": self.backend.version or "",
             "capture": mode_name(self.capture),
             "file": op_case.test.file.name if op_case else "",
             "test": op_case.test.name if op_case else "",
@@ -157,10 +158,15 @@ def _apply_rules(case: Case, suite: Suite) -> Case:
 
 
 def _sort_key(case: Case, suite: Suite, model_order: Mapping[str, int]):
+    """A backend's versions outermost (it loads one version's builds at a time), then the
+    suite's models and shapes, backends, then layouts in order, each eager then capture."""
+    versions = list(dict.fromkeys(b.version for b in suite.backends if b.name == case.backend.name))
+    version_index = versions.index(case.backend.version) if case.backend.version in versions else 0
     layout_index = [layout.label for layout in suite.layouts].index(case.layout.label)
     shapes = case.model.shapes or suite.shapes
     shape_index = shapes.index(case.shape) if case.shape in shapes else len(shapes)
     return (
+        version_index,
         model_order[case.model.name],
         shape_index,
         case.shape.label,

@@ -135,11 +135,13 @@ def execute(
     run_timeout_s: float | None = None,
     on_result: Callable[[CaseResult], None] = lambda result: None,
     on_start: Callable[[Case], None] = lambda case: None,
+    on_note: Callable[[str], None] = lambda text: None,
 ) -> RunSummary:
     """Run `cases`, storing each result as it finishes under `out` (see reports/README.md).
 
     `selection` (filters, shard, backends) is recorded so that shards can be merged safely.
-    Past `run_timeout_s` no further case starts and the run is marked incomplete.
+    Past `run_timeout_s` no further case starts and the run is marked incomplete. Each backend
+    first prepares what its cases need (installing versions), saying so through `on_note`.
     """
     cases = list(cases)
     run_id = new_run_id()
@@ -155,9 +157,7 @@ def execute(
         "suites_digest": suites_digest(suites),
         "selection": selection or {},
         "options": {"runs": options.runs, "inject": sorted(options.inject)},
-        "environment": base_environment(
-            [Path(s) for s in suites], (REGISTRY[name].installed() for name in names)
-        ),
+        "environment": base_environment([Path(s) for s in suites]),
     }
     history = SqliteHistory(out / "history.sqlite")
     stores = (RunFolder(out / "runs" / run_id), history)
@@ -173,6 +173,9 @@ def execute(
     deadline = time.monotonic() + run_timeout_s if run_timeout_s else None
     try:
         with _Interrupts().installed() as interrupts, ExitStack() as closing:
+            for name in names:
+                targets = list(dict.fromkeys(c.backend for c in cases if c.backend.name == name))
+                run["environment"].update(REGISTRY[name].prepared(targets, on_note))
             # All opened first, so that one booting in the background (wgpu's process) does so
             # while another runs cases; each one's environment is recorded once it has run one.
             for name in names:

@@ -21,7 +21,7 @@ from runner.backends.ortweb import browser
 from runner.backends.ortweb.backend import OrtWebBackend
 from runner.backends.ortweb.browser import CHROMIUM_ENV, descendant_pids
 from runner.backends.ortweb.diagnose import diagnose
-from runner.backends.ortweb.package import BUNDLE_MODULES
+from runner.backends.ortweb.package import BUILDS
 from runner.compare import compare
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
@@ -39,7 +39,7 @@ from runner.workload import Workload, materialize
 
 pytestmark = pytest.mark.browser
 
-BUNDLES = sorted(BUNDLE_MODULES)
+BUNDLES = sorted(BUILDS)
 SHAPE = Shape((("batch", 1), ("sequence", 8)))
 USAGE_FLAGS = {"MAP_READ", "MAP_WRITE", "COPY_SRC", "COPY_DST", "INDEX", "VERTEX", "UNIFORM",
                "STORAGE", "INDIRECT", "QUERY_RESOLVE"}  # fmt: skip
@@ -117,7 +117,8 @@ def assert_matches_onnxruntime(result: BackendRun, workload: Workload) -> None:
 
 def test_environment_names_versions_and_the_adapter(backend):
     environment = backend.environment()
-    assert environment["ort_web_version"] == "1.30.0" == environment["ort_web_pinned"]
+    assert environment["ort_web_pinned"] == "1.30.0"
+    assert environment["ort_web_versions"] == {"1.30.0": "1.30.0"}
     assert environment["bundles"] == {"jsep": "ort.mjs", "webgpu": "ort.webgpu.mjs",
                                       "jspi": "ort.jspi.mjs"}  # fmt: skip
     assert environment["chromium"].split(".")[0].isdigit()

@@ -18,7 +18,7 @@ import pytest
 from runner import pipeline
 from runner.backends.base import BackendOptions
 from runner.backends.ortweb.browser import descendant_pids
-from runner.backends.ortweb.package import BUNDLE_MODULES
+from runner.backends.ortweb.package import pinned_version
 from runner.matrix import expand_matrix
 from runner.pipeline import execute
 from runner.suite.loader import load_suite
@@ -134,9 +134,10 @@ def test_onnxruntime_webs_device_destroyed_fails_that_case_and_the_page_reloads(
 
     def destroy() -> None:
         [backend] = opened
-        bundle = backend._server.url(f"/ort/{BUNDLE_MODULES['jsep']}")
-        backend._loaded_page("jsep")._page.evaluate(
-            "async url => (await import(url)).env.webgpu.device.destroy()", bundle
+        page = backend._loaded_page(pinned_version(), "jsep")
+        page._page.evaluate(
+            "async url => (await import(url)).env.webgpu.device.destroy()",
+            backend._server.url(page._module),
         )
 
     monkeypatch.setattr(pipeline, "open_backend", open_and_keep)

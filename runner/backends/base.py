@@ -14,9 +14,11 @@ reading one imports neither wgpu nor Playwright.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -33,14 +35,25 @@ RUN_STATUSES = ("ok", "unsupported-op", "capture-unsupported", "error", "timeout
 
 @dataclass(frozen=True)
 class BackendTarget:
-    """One column of the matrix: a backend, and which of its builds or adapters."""
+    """One column of the matrix: a backend, and which of its versions, builds or adapters."""
 
     name: str  # a registered backend (runner.backends.REGISTRY)
     bundle: str | None = None  # the build, for backends that have several (ort-web's bundles)
     adapter: str | None = None  # wgpu: adapter name or backend type to prefer
+    version: str | None = None  # the exact version it runs, for backends that have versions
+    label: str | None = None  # the version as the suite named it, when ids show it
 
     @property
     def id(self) -> str:
+        """``name[@label][:build]``, e.g. ``ort-web@1.29.0:webgpu``."""
+        name = f"{self.name}@{self.label}" if self.label else self.name
+        return f"{name}:{self.bundle}" if self.bundle else name
+
+    @property
+    def build_id(self) -> str:
+        """``name[:build]`` whatever the version: what ``backend=`` filters and rules match,
+        so that a rule for ``ort-web:jsep`` holds on every version (``version=`` tells them
+        apart)."""
         return f"{self.name}:{self.bundle}" if self.bundle else self.name
 
 
@@ -153,22 +166,71 @@ def resolve(reference: str) -> Any:
 
 
 @dataclass(frozen=True)
+class ResolvedVersion:
+    """What a declared version (``1.29.0``, ``dev``, a folder) names now."""
+
+    exact: str  # what runs and what results record
+    label: str  # how case ids name it when several versions are in play: the declared text
+    note: str = ""  # how it was resolved, when that is not obvious ("dev is 1.31.0-dev...")
+
+
+class VersionProblem(ValueError):
+    """A declared version that names nothing; the message says what exists instead."""
+
+    def __init__(self, message: str, expected: str):
+        super().__init__(message)
+        self.expected = expected
+
+
+class TargetProblem(ValueError):
+    """Values of a suite's ``backends:`` entry that name nothing: (where, message, expected)
+    each, `where` the value's path in the entry (``("version", 1)``) for FILE:LINE:COL."""
+
+    def __init__(self, problems: list[tuple[tuple, str, str]]):
+        super().__init__(
+            "; ".join(f"{message}; expected {expected}" for _, message, expected in problems)
+        )
+        self.problems = problems
+
+
+class VersionHistory(Protocol):
+    """A backend's published versions, as ``bisect`` needs them."""
+
+    def between(self, older: str, newer: str) -> list[str]:
+        """Every published version from `older` to `newer`, both included, oldest first."""
+
+    def commit(self, version: str) -> str | None:
+        """The upstream commit a version was built from, where it says."""
+
+    def compare_url(self, older: str, newer: str) -> str:
+        """Where to read what changed upstream between two versions."""
+
+
+@dataclass(frozen=True)
 class BackendDescriptor:
     """Every fact about one backend that code outside its package needs.
 
-    A suite entry (``wgpu``, or ``{name: ort-web, bundle: [jsep, webgpu]}``) expands into one
-    ``BackendTarget`` per build; ``--backend NAME[:BUILD]`` names the same targets.
+    A suite entry (``wgpu``, or ``{name: ort-web, version: [1.24.3, dev], bundle: jsep}``)
+    expands into one ``BackendTarget`` per version and build; ``--backend NAME[:BUILD]`` names
+    the same targets, and ``--NAME-version`` replaces the versions.
     """
 
     name: str
     summary: str  # what runs, in a line (doctor, --help)
     factory: str  # "module:attribute" of a callable taking BackendOptions, returning a Backend
     diagnose: str  # "module:attribute" of a callable returning list[Diagnosis] (doctor)
-    # "module:attribute" of a callable returning {component: version} of what the backend would
-    # run, read without opening it (run.json); it must not import wgpu or Playwright.
-    versions: str
+    # "module:attribute" of a callable taking the run's targets of this backend and a callable
+    # for progress lines, called once per run before the backend opens: it installs what the
+    # targets need and returns what they will run ({component: version}, for run.json). It
+    # must not import wgpu or Playwright.
+    prepare: str
     # Builds a suite entry's `bundle:` may name; all of them when it names none.
     builds: tuple[str, ...] = ()
+    # "module:attribute" of a callable (text, folder of the suite) -> ResolvedVersion, raising
+    # ValueError (with `expected`) for a version that names nothing; None: no versions.
+    versions: str | None = None
+    # "module:attribute" of a callable returning the VersionHistory that `bisect` walks.
+    version_history: str | None = None
     # Element types the backend holds, as ORT-web spells them (float32, int64...); None: all.
     element_types: frozenset[str] | None = None
     # What ORT-web op tests' `platformCondition` regexes are matched against, before the OS:
@@ -178,21 +240,61 @@ class BackendDescriptor:
     # Run in a child process (runner.backends.isolated): a native crash fails one case only.
     isolated: bool = False
 
-    def installed(self) -> dict[str, str | None]:
-        """What the backend would run (``versions``), read without opening it."""
-        return resolve(self.versions)()
-
     def checks(self) -> list[Diagnosis]:
         """What ``doctor`` says about this machine for this backend (``diagnose``)."""
         return resolve(self.diagnose)()
 
-    def targets(self, entry: Mapping[str, Any]) -> tuple[BackendTarget, ...]:
-        """The targets a suite's ``backends:`` entry (validated by the schema) expands into."""
+    def prepared(self, targets: Sequence[BackendTarget], say: Callable[[str], None]) -> dict:
+        """Install what `targets` need; what they will run (``prepare``)."""
+        return resolve(self.prepare)(targets, say)
+
+    def history(self) -> VersionHistory:
+        """Published versions in order, for ``bisect``; InvalidInput if there are none."""
+        if self.version_history is None:
+            raise InvalidInput(f"{self.name} has no versions to bisect")
+        return resolve(self.version_history)()
+
+    def resolve_version(self, text: str | None, base: Path) -> ResolvedVersion | None:
+        """What a declared version names (None: the default one; None without versions).
+        Raises VersionProblem saying what exists, or EnvironmentUnusable."""
+        if self.versions is None:
+            if text is not None:
+                raise VersionProblem(f"{self.name} has no versions", "no `version:`")
+            return None
+        return resolve(self.versions)(text, base)
+
+    def targets(self, entry: Mapping[str, Any], base: Path) -> tuple[BackendTarget, ...]:
+        """The targets a suite's ``backends:`` entry (validated by the schema) expands into;
+        versions are resolved against `base`, the suite's folder. Raises TargetProblem."""
+        declared = entry.get("version")
+        declared = [declared] if isinstance(declared, str) or declared is None else declared
+        versions, problems = [], []
+        for i, text in enumerate(declared):
+            where = ("version",) if isinstance(entry.get("version"), str) else ("version", i)
+            try:
+                resolved = self.resolve_version(text, base)
+            except VersionProblem as problem:
+                problems.append((where, str(problem), problem.expected))
+                continue
+            if resolved is not None and resolved.exact in {v.exact for v in versions if v}:
+                message = f"{text} is {resolved.exact}, which the list names already"
+                problems.append((where, message, "distinct versions"))
+                continue
+            versions.append(resolved)
+        if problems:
+            raise TargetProblem(problems)
         builds = entry.get("bundle", self.builds)
-        builds = [builds] if isinstance(builds, str) else builds
-        adapter = entry.get("adapter")
-        return tuple(BackendTarget(self.name, build, adapter) for build in builds) or (
-            BackendTarget(self.name, adapter=adapter),
+        builds = [builds] if isinstance(builds, str) else list(builds) or [None]
+        return tuple(
+            BackendTarget(
+                self.name,
+                build,
+                entry.get("adapter"),
+                version.exact if version else None,
+                version.label if version else None,
+            )
+            for version in versions
+            for build in builds
         )
 
     def parse(self, text: str) -> tuple[BackendTarget, ...]:
@@ -203,4 +305,35 @@ class BackendDescriptor:
             raise InvalidInput(
                 f"--backend {text!r}: {self.name} has no build {build!r}; expected {expected}"
             )
-        return self.targets({"bundle": build} if build else {})
+        return self.targets({"bundle": build} if build else {}, Path.cwd())
+
+    def with_versions(
+        self, targets: Sequence[BackendTarget], texts: Sequence[str]
+    ) -> tuple[BackendTarget, ...]:
+        """`targets` of this backend on each of the versions `texts` names instead of their own
+        (``--NAME-version``); others as they are. Raises InvalidInput."""
+        try:
+            swapped = self.targets({"version": list(texts)}, Path.cwd())
+        except TargetProblem as problem:
+            raise InvalidInput(f"--{self.name}-version: {problem}") from None
+        replaced = []
+        for target in targets:
+            if target.name != self.name:
+                replaced.append(target)
+                continue
+            replaced += [
+                dataclasses.replace(target, version=v.version, label=v.label) for v in swapped
+            ]
+        return label_versions(tuple(dict.fromkeys(replaced)))
+
+
+def label_versions(targets: Sequence[BackendTarget]) -> tuple[BackendTarget, ...]:
+    """Ids name a target's version only when its backend runs more than one version here, so
+    that a suite on one version keeps the ids (and the history) it had before versions."""
+    versions: dict[str, set[str | None]] = {}
+    for target in targets:
+        versions.setdefault(target.name, set()).add(target.version)
+    return tuple(
+        target if len(versions[target.name]) > 1 else dataclasses.replace(target, label=None)
+        for target in targets
+    )

@@ -40,6 +40,7 @@ class CaseResult:
     layout_values: dict[str, float]
     backend: str
     bundle: str | None
+    version: str | None  # the exact version the backend ran (ort-web), else None
     capture: str  # eager | capture
     revisit: bool  # the first layout captured again at the end of its sequence
     injected: list[str]  # faults injected into this case
@@ -86,6 +87,7 @@ class CaseResult:
             layout_values=case.layout.values_dict(),
             backend=case.backend.id,
             bundle=case.backend.bundle,
+            version=case.backend.version,
             capture=mode_name(case.capture),
             revisit=case.revisit,
             injected=sorted(case.inject),

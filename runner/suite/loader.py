@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 
 from runner.backends import REGISTRY
+from runner.backends.base import TargetProblem, label_versions
 from runner.errors import InvalidInput, Problem
 from runner.suite.optests import DEFAULT_OPSET, op_test_files, read_op_tests
 from runner.suite.spec import (
@@ -236,7 +237,9 @@ class _Builder:
                 f"ORT-web op tests ({', '.join(op_tests)}) run under the default layout only",
                 "no `layouts:` in a suite of op tests",
             )
-        backends = tuple(b for spec in data["backends"] for b in self.backend(spec))
+        backends = label_versions(
+            [t for i, spec in enumerate(data["backends"]) for t in self.backend(i, spec)]
+        )
         capture = data.get("capture", ["eager", "capture"])
         capture = [capture] if isinstance(capture, str) else capture
         self.check_matrix_entries(models, layouts, backends)
@@ -487,10 +490,15 @@ class _Builder:
             self.problem(path + ("range",), f"range [{low}, {high}) is empty", "low < high")
         return InputSpec(spec.get("dtype"), low, high, spec.get("fill"), spec.get("seed"), npy)
 
-    @staticmethod
-    def backend(spec: str | dict) -> tuple[BackendTarget, ...]:
+    def backend(self, index: int, spec: str | dict) -> tuple[BackendTarget, ...]:
+        """The targets of ``backends[index]``; versions are resolved here (npm's answer)."""
         spec = {"name": spec} if isinstance(spec, str) else spec
-        return REGISTRY[spec["name"]].targets(spec)
+        try:
+            return REGISTRY[spec["name"]].targets(spec, self.file.parent)
+        except TargetProblem as problem:
+            for where, message, expected in problem.problems:
+                self.problem(("backends", index, *where), message, expected)
+            return ()
 
     def case_rule(self, rule: dict) -> CaseRule:
         expect = rule.get("expect", "pass")
@@ -507,7 +515,9 @@ class _Builder:
         known = {
             "model": {m.name for m in models},
             "layout": {lay.label for lay in layouts},
-            "backend": {b.id for b in backends} | {b.name for b in backends},
+            "backend": {b.id for b in backends}
+            | {b.name for b in backends}
+            | {b.id.split(":")[0] for b in backends},
         }
         for section in ("include", "exclude"):
             for i, entry in enumerate(self.data.get(section, ())):

@@ -218,7 +218,8 @@ def cell_values(model, shape, layout, backend, capture) -> dict[str, Any]:
 def entry_matches(entry: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
     """GitHub-Actions matching: every key the entry names equals the combination's value.
 
-    A ``shape`` entry matches on the dims it names; ``backend: ort-web`` matches every bundle.
+    A ``shape`` entry matches on the dims it names; ``backend: ort-web`` matches every version
+    and bundle, ``backend: ort-web@1.24.3`` every bundle of that version.
     """
     for key, want in entry.items():
         if key not in DIMENSIONS:
@@ -228,7 +229,8 @@ def entry_matches(entry: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
             if any(have.get(k) != v for k, v in dict(want).items()):
                 return False
         elif key == "backend" and ":" not in str(want):
-            if str(have).split(":")[0] != want:
+            named = str(have).split(":")[0]
+            if (named if "@" in str(want) else named.split("@")[0]) != want:
                 return False
         elif str(have) != str(want):
             return False

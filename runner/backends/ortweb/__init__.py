@@ -1,18 +1,22 @@
 """ort-web backend: onnxruntime-web's WebGPU builds in headless Chromium (see backend.py).
 
 This module is the descriptor: plain data, importing neither Playwright nor the browser code.
+Versions (versions.py) and packages (package.py) are npm's; each exact version is installed
+into the cache folder on first use.
 """
 
 from runner.backends.base import BackendDescriptor
-from runner.backends.ortweb.package import BUNDLE_MODULES
+from runner.backends.ortweb.package import BUILDS
 
 DESCRIPTOR = BackendDescriptor(
     name="ort-web",
     summary="onnxruntime-web in headless Chromium driven by Playwright, on each WebGPU build",
     factory="runner.backends.ortweb.backend:OrtWebBackend",
     diagnose="runner.backends.ortweb.diagnose:diagnose",
-    versions="runner.backends.ortweb.package:versions",
-    builds=tuple(BUNDLE_MODULES),
+    prepare="runner.backends.ortweb.package:prepare_run",
+    builds=tuple(BUILDS),
+    versions="runner.backends.ortweb.versions:resolve",
+    version_history="runner.backends.ortweb.versions:registry",
     # Tensor types passed to and from the page; numpy and onnxruntime-web spell them alike.
     element_types=frozenset(
         {

@@ -1,13 +1,15 @@
 """The ort-web backend: onnxruntime-web's WebGPU builds in headless Chromium.
 
 One browser per run, launched on the first case, with the WebGPU tracer as an init script; one
-page per bundle (jsep, webgpu, jspi), reused across cases; one local HTTP server for the pages,
-ORT's dist files and each case's model and inputs. ``close()`` stops all of it.
+page per build of the version being run, reused across cases (a case of another version closes
+them: cases come grouped by version); one local HTTP server for the pages, each version's dist
+files (under a prefix of its own) and each case's model and inputs. ``close()`` stops all of it.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,7 +20,13 @@ import onnx
 
 from runner.backends.base import BackendOptions, BackendRun, Timings, case_timeout
 from runner.backends.ortweb import DESCRIPTOR, browser
-from runner.backends.ortweb.package import BUNDLE_MODULES, DEFAULT_BUNDLE, find_ort_web
+from runner.backends.ortweb.package import (
+    BUILDS,
+    DEFAULT_BUILD,
+    OrtWebPackage,
+    package_for,
+    pinned_version,
+)
 from runner.backends.ortweb.server import AssetServer
 from runner.backends.ortweb.trace import build_trace, call_counts
 from runner.errors import EnvironmentUnusable
@@ -35,31 +43,32 @@ class OrtWebBackend:
     name = DESCRIPTOR.name
 
     def __init__(self, options: BackendOptions):
-        """Checks what can be checked without a browser: Chromium and onnxruntime-web exist."""
+        """Checks what can be checked without a browser: Chromium exists."""
         self.options = options
         self.chromium = browser.find_chromium(options.chromium)
-        self.package = find_ort_web()
         self._playwright = None
         self._browser = None
         self._context = None
         self._server: AssetServer | None = None
-        self._pages: dict[str, BundlePage] = {}
+        self._packages: dict[str, OrtWebPackage] = {}  # exact version -> its package
+        self._version: str | None = None  # whose builds `_pages` hold
+        self._pages: dict[str, BundlePage] = {}  # build -> page
         self.adapter: dict[str, Any] = {}
         self.launch_ms: float | None = None
 
     def environment(self) -> dict[str, Any]:
         self._start()
-        if not self.adapter:  # no page loaded yet: the default bundle's tells the adapter
+        if not self.adapter:  # no page loaded yet: the default build's tells the adapter
             from runner.backends.ortweb.page import PageBroken
 
             try:
-                self._loaded_page(DEFAULT_BUNDLE)
+                self._loaded_page(self._version or pinned_version(), DEFAULT_BUILD)
             except PageBroken as broken:
                 raise EnvironmentUnusable(str(broken)) from None
         return {
-            "ort_web_version": self.package.version,
-            "ort_web_pinned": self.package.pinned,
-            "bundles": dict(BUNDLE_MODULES),
+            "ort_web_versions": {v: p.package_version for v, p in self._packages.items()},
+            "ort_web_pinned": pinned_version(),
+            "bundles": {name: build.module for name, build in BUILDS.items()},
             "chromium": self._browser.version,
             "chromium_path": str(self.chromium.path),
             "chromium_found_by": self.chromium.found_by,
@@ -71,11 +80,21 @@ class OrtWebBackend:
     def run(self, case: Case, workload: Workload) -> BackendRun:
         from runner.backends.ortweb.page import CaseTimedOut, PageBroken
 
-        bundle = case.backend.bundle or DEFAULT_BUNDLE
-        details = {"bundle": bundle, "ort_web_version": self.package.version}
-        if bundle not in BUNDLE_MODULES:
-            message = f"unknown ort-web bundle {bundle!r}; expected one of {sorted(BUNDLE_MODULES)}"
-            return BackendRun(status="error", message=message, details=details)
+        bundle = case.backend.bundle or DEFAULT_BUILD
+        version = case.backend.version or pinned_version()
+        details = {"bundle": bundle, "ort_web_version": version}
+        try:
+            package = self._package(version)
+        except EnvironmentUnusable as failed:  # this version, not the machine: its cases fail
+            return BackendRun(status="error", message=str(failed), details=details)
+        if package.layout_problem():
+            return BackendRun(status="error", message=package.layout_problem(), details=details)
+        if package.builds()[bundle]:
+            message = (
+                f"onnxruntime-web {version} has no {bundle} build "
+                f"(its dist/ lacks {package.builds()[bundle].removeprefix('dist/')})"
+            )
+            return BackendRun(status="skipped", message=message, details=details)
         unsupported = sorted(
             f"{name} ({array.dtype})"
             for name, array in workload.inputs.items()
@@ -85,7 +104,7 @@ class OrtWebBackend:
             message = f"inputs of types onnxruntime-web cannot take: {', '.join(unsupported)}"
             return BackendRun(status="error", message=message, details=details)
         try:
-            page = self._loaded_page(bundle)
+            page = self._loaded_page(version, bundle)
         except PageBroken as broken:
             return BackendRun(status="error", message=str(broken), details=details)
         if "shader-f16" not in self.adapter["features"] and _uses_float16(workload):
@@ -119,7 +138,8 @@ class OrtWebBackend:
                 self._server = None
 
     def page_loads(self) -> dict[str, int]:
-        """How often each bundle's page was (re)opened: one each unless a case broke a page."""
+        """How often each build's page of the current version was (re)opened: one each unless
+        a case broke a page."""
         return {bundle: page.loads for bundle, page in self._pages.items()}
 
     def _start(self) -> None:
@@ -137,21 +157,39 @@ class OrtWebBackend:
             self._context.add_init_script(path=str(ASSETS / "tracer.js"))
             self._context.add_init_script(path=str(ASSETS / "faults.js"))  # after the tracer
             files = {f"/{name}": ASSETS / name for name in ("harness.html", "harness.js")}
-            files.update({f"/ort/{n}": f for n, f in self.package.dist_files().items()})
             self._server = AssetServer(files)
+            for package in self._packages.values():
+                self._server.serve(_dist_paths(package))
             self.launch_ms = (time.perf_counter() - started) * 1000
         except BaseException:
             self.close()
             raise
 
-    def _loaded_page(self, bundle: str) -> BundlePage:
-        """The bundle's page, loaded; its load also tells the WebGPU adapter, which every page
-        of the browser shares. Raises PageBroken, or EnvironmentUnusable without an adapter."""
+    def _package(self, version: str) -> OrtWebPackage:
+        """The version's package, installed if need be, its dist/ served under its prefix."""
+        if version not in self._packages:
+            package = package_for(version)
+            self._packages[version] = package
+            if self._server is not None:
+                self._server.serve(_dist_paths(package))
+        return self._packages[version]
+
+    def _loaded_page(self, version: str, bundle: str) -> BundlePage:
+        """The build's page, loaded; its load also tells the WebGPU adapter, which every page
+        of the browser shares. Pages of another version close first: cases come grouped by
+        version, and each page holds a wasm instance. Raises PageBroken, or
+        EnvironmentUnusable without an adapter."""
         from runner.backends.ortweb.page import BundlePage
 
         self._start()
+        if version != self._version:
+            for page in self._pages.values():
+                page.close()
+            self._pages.clear()
+            self._version = version
         if bundle not in self._pages:
-            self._pages[bundle] = BundlePage(self._context, self._server, BUNDLE_MODULES[bundle])
+            module = f"{_dist_prefix(self._package(version))}/{BUILDS[bundle].module}"
+            self._pages[bundle] = BundlePage(self._context, self._server, module)
         adapter = self._pages[bundle].open()
         if not adapter:
             raise EnvironmentUnusable(
@@ -236,3 +274,14 @@ def _uses_float16(workload: Workload) -> bool:
     return any(
         value.type.tensor_type.elem_type == float16 for value in (*graph.input, *graph.output)
     ) or any(initializer.data_type == float16 for initializer in graph.initializer)
+
+
+def _dist_prefix(package: OrtWebPackage) -> str:
+    """Where the server serves a version's dist/: a path of its own per version, so that a
+    bundle's relative imports and wasm fetches stay within its version."""
+    return "/ort/" + hashlib.sha256(package.version.encode()).hexdigest()[:16]
+
+
+def _dist_paths(package: OrtWebPackage) -> dict[str, Path]:
+    prefix = _dist_prefix(package)
+    return {f"{prefix}/{name}": file for name, file in package.dist_files().items()}

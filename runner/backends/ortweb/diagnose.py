@@ -6,7 +6,7 @@ from importlib import metadata
 
 from runner.backends.base import BackendOptions, Diagnosis
 from runner.backends.ortweb import browser
-from runner.backends.ortweb.package import NPM_HINT, find_ort_web
+from runner.backends.ortweb.package import NPM_HINT, package_for, pinned_version
 from runner.errors import EnvironmentUnusable
 
 
@@ -37,14 +37,13 @@ def _playwright() -> Diagnosis:
 
 
 def _ort_web() -> Diagnosis:
+    """The pinned version, installed into the cache now if it is not there yet."""
     try:
-        package = find_ort_web()
+        package = package_for(pinned_version())
     except EnvironmentUnusable as missing:
         return Diagnosis("onnxruntime-web", False, str(missing), NPM_HINT)
-    if package.version != package.pinned:
-        detail = f"{package.version} installed, package.json pins {package.pinned}"
-        return Diagnosis("onnxruntime-web", False, detail, NPM_HINT)
-    return Diagnosis("onnxruntime-web", True, f"{package.version} in {package.root}")
+    builds = ", ".join(name for name, lacks in package.builds().items() if not lacks)
+    return Diagnosis("onnxruntime-web", True, f"{package.version} ({builds}) in {package.root}")
 
 
 def _adapter(chromium: str | None) -> Diagnosis:

@@ -1,73 +1,162 @@
-"""The onnxruntime-web package npm installed from the repository's lockfile."""
+"""onnxruntime-web packages: one folder per exact version in the cache, installed by npm on
+first use, and which of the WebGPU builds each one ships.
+
+The pinned version (``npm/package.json``, with its lockfile, shipped inside this package) is
+installed with ``npm ci`` from that lockfile; any other version with ``npm install``. An install
+goes to a temporary folder renamed into place when complete, so concurrent runs or shards never
+see half a package (the first rename wins; the others discard theirs).
+"""
 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from runner.backends.base import BackendTarget
+from runner.backends.ortweb.npmcli import npm
 from runner.environment import package_version
 from runner.errors import EnvironmentUnusable
+from runner.files import CACHE_ENV, cache_root
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-NPM_HINT = f"run `npm ci` in {REPO_ROOT} (Node.js and npm needed)"
+PACKAGE = "onnxruntime-web"
+PIN = Path(__file__).parent / "npm"  # package.json + package-lock.json: the pinned version
+NPM_HINT = (
+    "install Node.js with npm (apt-get install nodejs npm); versions install from the npm "
+    f"registry into the cache folder (${CACHE_ENV} moves it), so it must be reachable once"
+)
 
-# build (a suite's `bundle:`, the descriptor's builds) -> the module the page imports.
-BUNDLE_MODULES = {
-    "jsep": "ort.mjs",
-    "webgpu": "ort.webgpu.mjs",
-    "jspi": "ort.jspi.mjs",
+
+@dataclass(frozen=True)
+class Build:
+    """One WebGPU implementation in a package's dist/: the module the page imports and the
+    wasm binary it fetches (which tells the builds apart: JSEP, the C++ EP, the C++ EP on JSPI)."""
+
+    module: str
+    wasm: str  # a glob in dist/
+
+
+# The builds a suite's `bundle:` may name (the descriptor's `builds`).
+BUILDS = {
+    "jsep": Build(
+        "ort.mjs", "*.jsep.wasm"
+    ),  # the JavaScript EP; what `import "onnxruntime-web"` is
+    "webgpu": Build("ort.webgpu.mjs", "*.asyncify.wasm"),  # the C++ EP, asyncify
+    "jspi": Build("ort.jspi.mjs", "*.jspi.wasm"),  # the C++ EP, JSPI
 }
-DEFAULT_BUNDLE = "jsep"  # what `import "onnxruntime-web"` gives
+DEFAULT_BUILD = "jsep"
+
+
+def pinned_version() -> str:
+    """The exact version ``npm/package.json`` pins."""
+    return json.loads((PIN / "package.json").read_text())["dependencies"][PACKAGE]
+
+
+def versions_folder() -> Path:
+    return cache_root() / PACKAGE
 
 
 @dataclass(frozen=True)
 class OrtWebPackage:
-    root: Path  # node_modules/onnxruntime-web
-    version: str
-    pinned: str  # the version package.json asks for
+    root: Path  # the folder holding package.json and dist/
+    version: str  # exact: an npm version, or file:<folder> for a local build
 
     @property
     def dist(self) -> Path:
         return self.root / "dist"
+
+    @property
+    def package_version(self) -> str:
+        """What its package.json says (a local build's own version)."""
+        return json.loads((self.root / "package.json").read_text())["version"]
+
+    def builds(self) -> dict[str, str]:
+        """Each build: '' if the package ships it, else what it lacks."""
+        return {name: self._lacks(build) for name, build in BUILDS.items()}
+
+    def _lacks(self, build: Build) -> str:
+        if not (self.dist / build.module).is_file():
+            return f"dist/{build.module}"
+        if not any(self.dist.glob(build.wasm)):
+            return f"dist/{build.wasm}"
+        return ""
+
+    def layout_problem(self) -> str | None:
+        """Why this runner cannot use the package at all: no build it knows is in its dist/."""
+        if all(self.builds().values()):
+            modules = ", ".join(f"{b.module} with {b.wasm}" for b in BUILDS.values())
+            return (
+                f"onnxruntime-web {self.version}: its dist/ holds none of the builds this runner "
+                f"knows ({modules}); its layout of files is not understood"
+            )
+        return None
 
     def dist_files(self) -> dict[str, Path]:
         """Every file in dist/, by name: what a bundle may import or fetch next to itself."""
         return {file.name: file for file in self.dist.iterdir() if file.is_file()}
 
 
-def pinned_version(repo_root: Path = REPO_ROOT) -> str:
-    """The exact onnxruntime-web version package.json pins ("" if it names none)."""
-    manifest = json.loads((repo_root / "package.json").read_text())
-    return manifest.get("dependencies", {}).get("onnxruntime-web", "")
+def package_for(version: str) -> OrtWebPackage:
+    """The package of an exact version (``file:<folder>`` for a local build), installed into
+    the cache first if it is not there; raises EnvironmentUnusable if npm cannot install it."""
+    if version.startswith("file:"):
+        return OrtWebPackage(Path(version.removeprefix("file:")), version)
+    folder = versions_folder() / version
+    if not (folder / ".complete").is_file():
+        _install(version, folder)
+    return OrtWebPackage(folder / "node_modules" / PACKAGE, version)
 
 
-def installed_version(root: Path) -> str | None:
-    """The version of the onnxruntime-web package at `root`, None if there is none."""
+def _install(version: str, folder: Path) -> None:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{version}."))
     try:
-        return json.loads((root / "package.json").read_text())["version"]
-    except (OSError, ValueError, KeyError):
-        return None
+        if version == pinned_version():
+            for name in ("package.json", "package-lock.json"):
+                shutil.copy(PIN / name, staging / name)
+            npm("ci", "--prefix", str(staging), "--no-audit", "--no-fund", "--ignore-scripts")
+        else:
+            (staging / "package.json").write_text(
+                json.dumps({"private": True, "dependencies": {PACKAGE: version}})
+            )
+            npm(
+                "install",
+                "--prefix",
+                str(staging),
+                "--no-audit",
+                "--no-fund",
+                "--ignore-scripts",
+                "--no-package-lock",
+            )
+        installed = json.loads((staging / "node_modules" / PACKAGE / "package.json").read_text())
+        if installed["version"] != version:
+            raise EnvironmentUnusable(
+                f"npm installed onnxruntime-web {installed['version']} for {version}"
+            )
+        (staging / ".complete").touch()
+        try:
+            staging.rename(folder)
+        except OSError:  # another run installed it meanwhile: theirs is as good
+            if not (folder / ".complete").is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
-def versions() -> dict[str, str | None]:
-    """What a run would drive, read without starting a browser (run.json)."""
+def prepare_run(targets: Sequence[BackendTarget], say: Callable[[str], None]) -> dict[str, Any]:
+    """Install every version the run's targets need (run.json: what each label ran)."""
+    labels = {}
+    for version, label in dict.fromkeys((t.version, t.label or t.version) for t in targets):
+        if not version.startswith("file:") and not (versions_folder() / version).is_dir():
+            say(f"installing onnxruntime-web {version} into {versions_folder()} (npm)")
+        package_for(version)
+        labels[label] = version
     return {
         "playwright": package_version("playwright"),
-        "onnxruntime_web": installed_version(REPO_ROOT / "node_modules" / "onnxruntime-web"),
+        "onnxruntime_web": ", ".join(dict.fromkeys(labels.values())),
+        "ort_web_versions": labels,
     }
-
-
-def find_ort_web(repo_root: Path = REPO_ROOT) -> OrtWebPackage:
-    """The installed package; raises EnvironmentUnusable (how to install it) if it is missing."""
-    root = repo_root / "node_modules" / "onnxruntime-web"
-    version = installed_version(root)
-    if version is None:
-        raise EnvironmentUnusable(f"onnxruntime-web is not installed ({root} missing): {NPM_HINT}")
-    package = OrtWebPackage(root, version, pinned_version(repo_root))
-    missing = [name for name in BUNDLE_MODULES.values() if not (package.dist / name).is_file()]
-    if missing:
-        raise EnvironmentUnusable(
-            f"onnxruntime-web {package.version} lacks {', '.join(missing)}: {NPM_HINT}"
-        )
-    return package

@@ -36,6 +36,7 @@ class BundlePage:
     """A harness page that has imported one bundle; runs case specs (see harness.js)."""
 
     def __init__(self, context: BrowserContext, server: AssetServer, module: str):
+        """`module`: the server path of the bundle the page imports."""
         self._context = context
         self._server = server
         self._module = module
@@ -127,13 +128,12 @@ class BundlePage:
         try:
             page.goto(self._server.url("/harness.html"), wait_until="load")
             page.wait_for_function("() => window.harness !== undefined")
-            loaded = page.evaluate(
-                "url => harness.load(url)", self._server.url(f"/ort/{self._module}")
-            )
+            loaded = page.evaluate("url => harness.load(url)", self._server.url(self._module))
         except Error as error:
             self.close()
+            bundle = self._module.rsplit("/", 1)[-1]
             raise PageBroken(
-                f"loading onnxruntime-web ({self._module}) failed: {error.message.splitlines()[0]}"
+                f"loading onnxruntime-web ({bundle}) failed: {error.message.splitlines()[0]}"
             ) from None
         self.adapter = loaded["adapter"]
         return page

@@ -45,14 +45,15 @@ class _Asset:
     cacheable: bool = True
 
 
+def _file_asset(file: Path) -> _Asset:
+    return _Asset(CONTENT_TYPES.get(file.suffix, "application/octet-stream"), file=file)
+
+
 class AssetServer:
     """Serves ``files`` (url path -> file) plus bytes registered with ``register``."""
 
     def __init__(self, files: dict[str, Path]):
-        self._assets: dict[str, _Asset] = {
-            path: _Asset(CONTENT_TYPES.get(file.suffix, "application/octet-stream"), file=file)
-            for path, file in files.items()
-        }
+        self._assets: dict[str, _Asset] = {path: _file_asset(file) for path, file in files.items()}
         self._registrations: Counter[str] = Counter()
         self._lock = threading.Lock()
         server = self
@@ -80,6 +81,11 @@ class AssetServer:
 
     def url(self, path: str) -> str:
         return f"{self.origin}{path}"
+
+    def serve(self, files: dict[str, Path]) -> None:
+        """Serve more fixed files (url path -> file), e.g. another version's dist/."""
+        with self._lock:
+            self._assets.update({path: _file_asset(file) for path, file in files.items()})
 
     def register(self, data: bytes) -> str:
         """Serve ``data`` until as many ``unregister`` calls; returns its URL path, named by

@@ -7,6 +7,6 @@ DESCRIPTOR = BackendDescriptor(
     summary="onnxruntime on the CPU, the oracle's own path; a pipeline check that must pass",
     factory="runner.backends.reference.backend:ReferenceBackend",
     diagnose="runner.backends.reference.backend:diagnose",
-    versions="runner.backends.reference.backend:versions",
+    prepare="runner.backends.reference.backend:prepare_run",
     runtime="onnxruntime",
 )

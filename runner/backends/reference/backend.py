@@ -18,7 +18,7 @@ from runner.oracle import compute_reference
 from runner.workload import Workload
 
 
-def versions() -> dict[str, str | None]:
+def prepare_run(targets, say) -> dict[str, str | None]:
     return {"onnxruntime": ort.__version__}
 
 
@@ -36,7 +36,7 @@ class ReferenceBackend:
         self.options = options
 
     def environment(self) -> dict[str, Any]:
-        return {**versions(), "providers": ["CPUExecutionProvider"]}
+        return {"onnxruntime": ort.__version__, "providers": ["CPUExecutionProvider"]}
 
     def run(self, case: Case, workload: Workload) -> BackendRun:
         runs, times = [], []

@@ -21,7 +21,8 @@ from runner.backends.wgpu.faults import FAULTS
 from runner.environment import package_version
 
 
-def versions() -> dict[str, str | None]:
+def prepare_run(targets, say) -> dict[str, str | None]:
+    """Nothing to install (wgpu is a Python dependency): the version, without importing it."""
     return {"wgpu": package_version("wgpu")}
 
 
@@ -30,7 +31,7 @@ DESCRIPTOR = BackendDescriptor(
     summary="the model as WGSL compute kernels through the wgpu package (native WebGPU)",
     factory="runner.backends.wgpu.backend:WgpuBackend",
     diagnose="runner.backends.wgpu.diagnose:diagnose",
-    versions="runner.backends.wgpu:versions",
+    prepare="runner.backends.wgpu:prepare_run",
     # WGSL has f32 and i32: integers and bool live on the device as i32 (tensors.py)
     element_types=frozenset(
         {"float32", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16"}

@@ -1,0 +1,239 @@
+"""onnxruntime-web versions as a matrix axis, without a browser: version order, what a suite's
+`version:` names, case ids, the cache, and bad input. npm's answer comes from a registry file
+seeded into a temporary cache folder with npm pointed at a closed port (the offline fallback);
+tests/test_versions_browser.py installs and runs real versions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runner.backends import REGISTRY
+from runner.backends.ortweb import versions
+from runner.backends.ortweb.package import OrtWebPackage, pinned_version
+from runner.bisect import _unversioned
+from runner.suite import load_suite
+
+from .conftest import regress
+
+# As npm listed them on 2026-11-30, in npm's own order: dev builds published out of order.
+PUBLISHED = [
+    "1.22.0",
+    "1.23.0",
+    "1.24.3",
+    "1.25.0-dev.20260209-a3749f1353",
+    "1.25.0-dev.20260228-6e72d31970",
+    "1.25.1",
+    "1.26.0-dev.20260410-5e55544225",
+    "1.26.0",
+    "1.27.0",
+    "1.29.0",
+    "1.30.0",
+    "1.31.0-dev.20260914-8d85527a0",
+    "1.25.0-dev.20260212-1a71a5f46e",
+]
+CLOSED_REGISTRY = {"npm_config_registry": "http://127.0.0.1:9/", "npm_config_fetch_retries": "0"}
+
+
+@pytest.fixture
+def offline_cache(tmp_path, monkeypatch) -> Path:
+    """A cache folder holding npm's answer of an earlier day; npm itself cannot reach a registry."""
+    cache = tmp_path / "cache"
+    record = {"versions": PUBLISHED, "tags": {"latest": "1.30.0"}, "fetched": "2026-11-30T00:00Z"}
+    (cache / "onnxruntime-web").mkdir(parents=True)
+    (cache / "onnxruntime-web" / "registry.json").write_text(json.dumps(record))
+    monkeypatch.setenv("REGRESS_CACHE_DIR", str(cache))
+    for key, value in CLOSED_REGISTRY.items():
+        monkeypatch.setenv(key, value)
+    versions.registry.cache_clear()
+    yield cache
+    versions.registry.cache_clear()
+
+
+def test_version_order_puts_dev_builds_before_their_release():
+    ordered = sorted(PUBLISHED, key=versions.version_key)
+    assert ordered[3:8] == [
+        "1.25.0-dev.20260209-a3749f1353",
+        "1.25.0-dev.20260212-1a71a5f46e",
+        "1.25.0-dev.20260228-6e72d31970",
+        "1.25.1",
+        "1.26.0-dev.20260410-5e55544225",
+    ]
+    assert ordered[-2:] == ["1.30.0", "1.31.0-dev.20260914-8d85527a0"]
+    assert versions.version_key("1.9.0") < versions.version_key("1.10.0")
+
+
+def test_dev_builds_name_their_commit_and_releases_their_tag():
+    assert versions.commit_of("1.31.0-dev.20260914-8d85527a0") == "8d85527a0"
+    assert versions.commit_of("1.30.0") is None
+    assert versions.compare_url("1.24.3", "1.25.0-dev.20260209-a3749f1353") == (
+        "https://github.com/microsoft/onnxruntime/compare/v1.24.3...a3749f1353"
+    )
+
+
+def test_what_a_declared_version_names(offline_cache, tmp_path):
+    base = tmp_path
+    latest = versions.resolve("latest", base)
+    assert (latest.exact, latest.label) == ("1.30.0", "latest")
+    assert "npm being unreachable now" in latest.note  # the cached answer, and it says so
+    dev = versions.resolve("dev", base)  # no `dev` tag: the newest dev build
+    assert (dev.exact, dev.label) == ("1.31.0-dev.20260914-8d85527a0", "dev")
+    assert versions.resolve("1.24.3", base).exact == "1.24.3"
+    assert versions.resolve(None, base).exact == pinned_version()
+    with pytest.raises(
+        versions.VersionProblem,
+        match=r"1\.24\.9 is not published \(nearest: "
+        r"1\.23\.0, 1\.24\.3, 1\.25\.0-dev\.20260209",
+    ):
+        versions.resolve("1.24.9", base)
+    registry = versions.registry()
+    assert registry.between("1.24.3", "1.25.1") == [
+        "1.24.3",
+        "1.25.0-dev.20260209-a3749f1353",
+        "1.25.0-dev.20260212-1a71a5f46e",
+        "1.25.0-dev.20260228-6e72d31970",
+        "1.25.1",
+    ]
+
+
+def test_a_local_build_folder(tmp_path):
+    build = tmp_path / "js" / "web"
+    (build / "dist").mkdir(parents=True)
+    (build / "package.json").write_text(json.dumps({"name": "onnxruntime-web", "version": "9.9.9"}))
+    with pytest.raises(
+        versions.VersionProblem,
+        match="holds no onnxruntime-web build.*jsep: "
+        r"dist/ort\.mjs",
+    ):
+        versions.resolve("js/web", tmp_path)
+    for name in ("ort.webgpu.mjs", "ort-wasm-simd-threaded.asyncify.wasm"):
+        (build / "dist" / name).write_bytes(b"")
+    local = versions.resolve("./js/web", tmp_path)
+    assert (local.exact, local.label) == (f"file:{build}", "local")
+    package = OrtWebPackage(build, local.exact)
+    assert package.builds() == {"jsep": "dist/ort.mjs", "webgpu": "", "jspi": "dist/ort.jspi.mjs"}
+    assert package.package_version == "9.9.9"
+
+
+def test_ids_carry_the_version_only_when_several_are_in_play(offline_cache, write_suite):
+    one = write_suite(SUITE.format(version="'1.24.3'"), "one.yaml")
+    assert [b.id for b in load_suite(one).backends] == ["ort-web:webgpu"]
+    assert load_suite(one).backends[0].version == "1.24.3"
+    several = write_suite(SUITE.format(version="['1.24.3', latest, dev]"), "several.yaml")
+    assert [b.id for b in load_suite(several).backends] == [
+        "ort-web@1.24.3:webgpu",
+        "ort-web@latest:webgpu",
+        "ort-web@dev:webgpu",
+    ]
+    listed = regress("list", several, "--filter", "version=1.2*", "--filter", "capture=capture")
+    assert listed.stdout.splitlines() == [
+        "enc/batch=1,sequence=4/layout=default/ort-web@1.24.3:webgpu/capture"
+    ]
+    overridden = regress("list", one, "--ort-web-version", "1.29.0", "--ort-web-version", "dev")
+    assert [line.split("/")[-2] for line in overridden.stdout.splitlines()] == [
+        "ort-web@1.29.0:webgpu",
+        "ort-web@1.29.0:webgpu",
+        "ort-web@dev:webgpu",
+        "ort-web@dev:webgpu",
+    ]
+
+
+def test_a_rule_for_a_build_holds_on_every_version(offline_cache, write_suite):
+    suite = write_suite(
+        SUITE.format(version="['1.24.3', '1.30.0']")
+        + "cases:\n  - match: {backend: 'ort-web:webgpu', version: '1.24.*'}\n"
+        "    expect: capture-unsupported\n"
+    )
+    listed = regress("list", suite, "--filter", "capture=capture").stdout.splitlines()
+    assert listed == [
+        "enc/batch=1,sequence=4/layout=default/ort-web@1.24.3:webgpu/capture  "
+        "expect capture-unsupported",
+        "enc/batch=1,sequence=4/layout=default/ort-web@1.30.0:webgpu/capture",
+    ]
+
+
+def test_bad_versions_are_located_invalid_input(offline_cache, write_suite):
+    suite = write_suite(SUITE.format(version="['1.24.3', '1.24.9', ./nowhere]"))
+    proc = regress("validate", suite)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith(f"{suite}:6:41: onnxruntime-web 1.24.9 is not published (nearest:")
+    assert "expected a published version, a dist-tag (latest), dev, or a folder" in lines[0]
+    assert lines[1].startswith(f"{suite}:6:51: {suite.parent / 'nowhere'} has no package.json")
+    assert "Traceback" not in proc.stderr
+
+
+def test_npm_unreachable_and_nothing_cached_is_exit_3(tmp_path, write_suite):
+    suite = write_suite(SUITE.format(version="'1.24.3'"))
+    env = {"REGRESS_CACHE_DIR": str(tmp_path / "empty"), **CLOSED_REGISTRY}
+    proc = regress("validate", suite, env=env)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.startswith(
+        "environment unusable: npm view onnxruntime-web failed: npm error"
+    )
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_cached_version_needs_no_network(tmp_path, write_suite):
+    cache = tmp_path / "cache"
+    (cache / "onnxruntime-web" / "1.24.3").mkdir(parents=True)
+    (cache / "onnxruntime-web" / "1.24.3" / ".complete").touch()
+    suite = write_suite(SUITE.format(version="'1.24.3'"))
+    proc = regress("list", suite, env={"REGRESS_CACHE_DIR": str(cache), **CLOSED_REGISTRY})
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout.splitlines()) == 2
+
+
+def test_bisect_reads_case_ids_with_or_without_a_version():
+    with_version = "enc/batch=1,sequence=4/layout=default/ort-web@1.24.3:webgpu/capture"
+    assert (
+        _unversioned(with_version) == "enc/batch=1,sequence=4/layout=default/ort-web:webgpu/capture"
+    )
+    assert (
+        _unversioned("m/f.jsonc/t/c/ort-web@dev:jsep/eager") == "m/f.jsonc/t/c/ort-web:jsep/eager"
+    )
+    assert _unversioned("enc/static/layout=default/wgpu/capture-revisit").endswith(
+        "/wgpu/capture-revisit"
+    )
+
+
+def test_bisect_refuses_what_it_cannot_do(offline_cache, write_suite):
+    suite = write_suite(SUITE.format(version="'1.24.3'"))
+    case = "enc/batch=1,sequence=4/layout=default/ort-web:webgpu/capture"
+    newer_first = regress("bisect", case, suite, "--good", "1.30.0", "--bad", "1.24.3")
+    assert (
+        newer_first.returncode == 2 and "must be an older published version" in newer_first.stderr
+    )
+    unknown = regress(
+        "bisect",
+        "nope/static/layout=default/ort-web:webgpu/capture",
+        suite,
+        "--good",
+        "1.24.3",
+        "--bad",
+        "1.30.0",
+    )
+    assert unknown.returncode == 2 and "no case 'nope/" in unknown.stderr
+    wgpu = write_suite(
+        SUITE.format(version="x").replace("{name: ort-web, version: x, bundle: webgpu}", "wgpu"),
+        "wgpu.yaml",
+    )
+    wgpu_case = "enc/batch=1,sequence=4/layout=default/wgpu/capture"
+    no_versions = regress("bisect", wgpu_case, wgpu, "--good", "1.24.3", "--bad", "1.30.0")
+    assert no_versions.returncode == 2 and "wgpu has no versions" in no_versions.stderr
+
+
+def test_only_ort_web_has_versions():
+    assert [name for name, d in REGISTRY.items() if d.versions] == ["ort-web"]
+
+
+SUITE = """
+name: versions
+models:
+  enc: {{builtin: encoder, layers: 1, hidden: 8, heads: 2, ffn: 16}}
+shapes: [{{batch: 1, sequence: 4}}]
+backends:
+  - {{name: ort-web, version: {version}, bundle: webgpu}}
+"""
