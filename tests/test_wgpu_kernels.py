@@ -170,6 +170,33 @@ def test_equal_and_where(backend):
     assert_matches_onnxruntime(backend, *op_model("Where", where, constants=("other",)))
 
 
+@pytest.mark.parametrize("op", ["Greater", "GreaterOrEqual", "Less", "LessOrEqual"])
+def test_comparisons(backend, op):
+    a, b = ints(2, 3, 67, low=0, high=3), ints(67, low=0, high=3)  # many ties
+    assert_matches_onnxruntime(backend, *op_model(op, {"a": a, "b": b}))
+    fa, fb = np.round(floats(4, 65)), np.round(floats(4, 1))
+    assert_matches_onnxruntime(backend, *op_model(op, {"a": fa, "b": fb}))
+
+
+@pytest.mark.parametrize("op", ["And", "Or", "Xor"])
+def test_logic(backend, op):
+    a, b = RNG.integers(0, 2, (2, 3, 67)).astype(bool), RNG.integers(0, 2, (3, 1)).astype(bool)
+    assert_matches_onnxruntime(backend, *op_model(op, {"a": a, "b": b}))
+
+
+def test_not(backend):
+    assert_matches_onnxruntime(backend, *op_model("Not", {"x": RNG.integers(0, 2, 67) > 0}))
+
+
+def test_is_nan(backend):
+    x = floats(3, 67, low=-1e38, high=1e38)
+    x.ravel()[::5] = np.nan
+    x.ravel()[1::7] = np.inf
+    x.ravel()[2::7] = -np.inf
+    x.ravel()[3::11] = -np.nan
+    assert_matches_onnxruntime(backend, *op_model("IsNaN", {"x": x}))
+
+
 @pytest.mark.parametrize(
     "source, target",
     [
@@ -250,8 +277,21 @@ def test_concat(backend, axis):
         ("Squeeze", {"x": floats(1, 65, 1)}, {}, 18),
         ("Squeeze", {"x": floats(1, 65, 1), "axes": np.array([2], np.int64)}, {}, 18),
         ("Identity", {"x": ints(3, 65)}, {}, 18),
+        ("Flatten", {"x": floats(2, 3, 5, 7)}, {}, 18),
+        ("Flatten", {"x": ints(2, 3, 5, 7).astype(bool)}, {"axis": -2}, 18),
+        ("Flatten", {"x": floats(2, 3, 5)}, {"axis": 0}, 18),
     ],
-    ids=["reshape", "unsqueeze", "unsqueeze-opset11", "squeeze-all", "squeeze-axis", "identity"],
+    ids=[
+        "reshape",
+        "unsqueeze",
+        "unsqueeze-opset11",
+        "squeeze-all",
+        "squeeze-axis",
+        "identity",
+        "flatten",
+        "flatten-negative-axis",
+        "flatten-axis0",
+    ],
 )
 def test_relabelling_ops(backend, op, inputs, attrs, opset):
     constants = tuple(k for k in inputs if k != "x")
@@ -380,6 +420,82 @@ def test_shape_chain_folds_on_the_host(backend):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     result = assert_matches_onnxruntime(backend, model, {"x": floats(2, 6, 11)})
     assert [d.node for d in result.trace.dispatches] == ["Relu_6"]
+
+
+def _mask_model(batch: int, sequence: int) -> onnx.ModelProto:
+    """The shape of transformers' padding-mask path as torch.onnx writes it: key positions from
+    Range, a ConstantOfShape of trues, GreaterOrEqual and And on those (constant once the shape
+    is pinned), then the data-dependent mask through Flatten, Gather, Reshape and And."""
+    constant = numpy_helper.from_array
+    keys = np.arange(batch * sequence, dtype=np.int64).reshape(batch, 1, sequence)[..., ::-1]
+    nodes = [
+        helper.make_node("Shape", ["mask"], ["shape"]),
+        helper.make_node("Gather", ["shape", "one"], ["length"], axis=0),
+        helper.make_node("Range", ["zero", "length", "one"], ["positions"]),
+        helper.make_node("GreaterOrEqual", ["positions", "zero"], ["visible"]),
+        helper.make_node("ConstantOfShape", ["ones"], ["trues"], value=constant(np.array([True]))),
+        helper.make_node("And", ["trues", "visible"], ["allowed"]),
+        helper.make_node("Cast", ["mask"], ["padding"], name="cast", to=TensorProto.BOOL),
+        helper.make_node("Flatten", ["padding"], ["flat"], axis=2),
+        helper.make_node("Gather", ["flat", "keys"], ["picked"], name="gather", axis=0),
+        helper.make_node("Reshape", ["picked", "target"], ["reordered"]),
+        helper.make_node("And", ["allowed", "reordered"], ["y"], name="mask_and"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mask",
+        [helper.make_tensor_value_info("mask", TensorProto.INT64, ["batch", "sequence"])],
+        [helper.make_empty_tensor_value_info("y")],
+        [
+            constant(np.array(0, np.int64), "zero"),
+            constant(np.array(1, np.int64), "one"),
+            constant(np.array([1], np.int64), "ones"),
+            constant(np.ascontiguousarray(keys), "keys"),
+            constant(np.array([batch, 1, sequence], np.int64), "target"),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_mask_arithmetic_folds_on_the_host_and_the_mask_runs_on_the_device(backend):
+    mask = RNG.integers(0, 2, (2, 67)).astype(np.int64)
+    result = assert_matches_onnxruntime(backend, _mask_model(2, 67), {"mask": mask})
+    assert [d.node for d in result.trace.dispatches] == ["cast", "gather", "mask_and"]
+
+
+RANGE = {name: np.array(v, np.int64) for name, v in (("start", 70), ("limit", -3), ("delta", -2))}
+SHAPE = {"shape": np.array([3, 67], np.int64)}
+FILL = numpy_helper.from_array(np.array([2.5], np.float32))
+
+
+def test_range_and_constant_of_shape_fold_to_constant_outputs(backend):
+    model, feeds = op_model("Range", RANGE, constants=tuple(RANGE))
+    assert assert_matches_onnxruntime(backend, model, feeds).trace.dispatches == ()
+    model, feeds = op_model("ConstantOfShape", SHAPE, constants=("shape",), value=FILL)
+    assert assert_matches_onnxruntime(backend, model, feeds).trace.dispatches == ()
+
+
+@pytest.mark.parametrize("op, inputs", [("Range", RANGE), ("ConstantOfShape", SHAPE)])
+def test_a_shape_computed_on_the_device_is_unsupported(backend, op, inputs):
+    result = backend.run(make_case(), make_workload(*op_model(op, inputs)))
+    assert result.status == "unsupported-op"
+    assert op in result.message and "must be constant" in result.message
+
+
+@pytest.mark.parametrize(
+    "data, indices, axis",
+    [
+        (ints(1, 512), np.arange(67, dtype=np.int64)[None, :], 1),  # BERT's token-type buffer
+        (floats(4, 70, 3), ints(2, 5, 3, low=-70, high=70), -2),
+        (floats(90, 2), ints(3, 1, low=0, high=90), 0),
+    ],
+    ids=["position-table", "negative", "narrower-indices"],
+)
+def test_gather_elements_folds_past_numpy_choose_limit(backend, data, indices, axis):
+    model, feeds = op_model(
+        "GatherElements", {"data": data, "idx": indices}, constants=("data", "idx"), axis=axis
+    )
+    assert assert_matches_onnxruntime(backend, model, feeds).trace.dispatches == ()
 
 
 def test_scalar_division_fuses_into_matmul(backend):

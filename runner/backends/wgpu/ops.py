@@ -1,11 +1,12 @@
 """ONNX operator semantics: each op's output shapes and the kernel launches computing it.
 
 A planner sees a node and its input tensors (shape, element type, and the host value of
-anything constant) and returns the outputs and the launches, or an alias: Reshape, Squeeze,
-Unsqueeze, Identity and same-type Casts only relabel a buffer. Anything a planner cannot do
-raises ``UnsupportedOp`` naming the op and why; the case then reports ``unsupported-op``.
-Shape, Constant and any node whose inputs are all constant never get here: ``prepare`` folds
-them on the host.
+anything constant) and returns the outputs and the launches, or an alias: Reshape, Flatten,
+Squeeze, Unsqueeze, Identity and same-type Casts only relabel a buffer. Anything a planner
+cannot do raises ``UnsupportedOp`` naming the op and why; the case then reports
+``unsupported-op``. Shape, Constant and any node whose inputs are all constant never get here:
+``prepare`` folds them on the host (an exported mask's Range, ConstantOfShape and the
+comparisons on them).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from onnx import TensorProto
 from runner.backends.wgpu.kernels import Kernel
 from runner.backends.wgpu.kernels.elementwise import (
     BINARY,
+    COMPARE,
     COPY,
-    EQUAL,
+    IS_NAN,
+    LOGIC,
     UNARY_F32,
     WHERE,
     broadcast_strides,
@@ -195,10 +198,22 @@ def _pow(node: Node, ins: list) -> OpPlan:
     return _elementwise(node, ins, [0, operand], BINARY["Pow"], TensorProto.FLOAT)
 
 
-@_op("Equal")
-def _equal(node: Node, ins: list) -> OpPlan:
+@_op(*COMPARE)
+def _compare(node: Node, ins: list) -> OpPlan:
     _require_same_type(node, *ins)
-    return _elementwise(node, ins, [0, 1], EQUAL, TensorProto.BOOL)
+    return _elementwise(node, ins, [0, 1], COMPARE[node.op_type], TensorProto.BOOL)
+
+
+@_op(*LOGIC)
+def _logic(node: Node, ins: list) -> OpPlan:
+    operands = list(range(len(ins)))
+    return _elementwise(node, ins, operands, LOGIC[node.op_type], TensorProto.BOOL)
+
+
+@_op("IsNaN")
+def _is_nan(node: Node, ins: list) -> OpPlan:
+    _require_float(node, ins[0])
+    return _elementwise(node, ins, [0], IS_NAN, TensorProto.BOOL)
 
 
 @_op("Where")
@@ -233,6 +248,22 @@ def _reshape(node: Node, ins: list) -> OpPlan:
     if int(np.prod(target, dtype=np.int64)) != x.size:
         raise ValueError(f"{node.name}: cannot reshape {x.shape} to {target}")
     return _alias(x, target)
+
+
+@_op("Flatten")
+def _flatten(node: Node, ins: list) -> OpPlan:
+    x = ins[0]
+    axis = _axis(int(node.attr("axis", 1)), len(x.shape))
+    outer, inner = (int(np.prod(part, dtype=np.int64)) for part in (x.shape[:axis], x.shape[axis:]))
+    return _alias(x, (outer, inner))
+
+
+@_op("Range", "ConstantOfShape")
+def _shaped_by_values(node: Node, ins: list) -> OpPlan:
+    """Both are folded on the host when their inputs are constant, as an exporter's shape
+    arithmetic is once the case pins the shapes; otherwise their output's shape would depend on
+    values only the device knows."""
+    raise node.unsupported("a data-dependent output shape: its inputs must be constant")
 
 
 def _axes(node: Node, ins: list, opset_with_input: int) -> list[int] | None:

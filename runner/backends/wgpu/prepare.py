@@ -252,10 +252,12 @@ def _foldable(node: onnx.NodeProto, ins: list[Tensor | None]) -> bool:
 
 def _fold(node: onnx.NodeProto, ins: list[Tensor | None], opsets) -> list[np.ndarray] | None:
     """Evaluate a node on the host; None if the reference evaluator cannot (e.g. a contrib op)."""
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     if node.op_type == "Shape":
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         shape = ins[0].shape[attrs.get("start", 0) : attrs.get("end")]
         return [np.array(shape, dtype=np.int64)]
+    if node.op_type == "GatherElements":
+        return [_gather_elements(ins[0].value, ins[1].value, attrs.get("axis", 0))]
     given = [(name, t) for name, t in zip(node.input, ins, strict=True) if name]
     graph = helper.make_graph(
         [node],
@@ -268,6 +270,17 @@ def _fold(node: onnx.NodeProto, ins: list[Tensor | None], opsets) -> list[np.nda
         return [np.asarray(v) for v in evaluator.run(None, {n: t.value for n, t in given})]
     except Exception:  # the node is then planned for the device like any other
         return None
+
+
+def _gather_elements(data: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
+    """GatherElements with numpy: onnx.reference's (onnx 1.23) uses numpy.choose, which takes
+    at most 63 choices (31 before NumPy 2), and so fails on an exported BERT's token-type
+    lookup, one choice per position; onnx/onnx#8444 moves it to take_along_axis, as here."""
+    axis = axis + data.ndim if axis < 0 else axis
+    indices = np.where(indices < 0, indices + data.shape[axis], indices)
+    # The non-axis dims of indices may be shorter than data's: the output has indices' shape.
+    window = tuple(slice(None) if d == axis else slice(n) for d, n in enumerate(indices.shape))
+    return np.take_along_axis(data[window], indices, axis)
 
 
 def _roles(storage, inputs, outputs, constants) -> dict[str, str]:

@@ -4,8 +4,8 @@ The iteration space has the output's rank R, padded to V = ceil(R/4) vec4s per v
 ``strides`` field holds, in order: the iteration strides (to split ``index`` into
 coordinates), the output's strides, each input's strides (0 along a broadcast dimension,
 negative for a reversed slice), and a last vec4 of base offsets (output, in0, in1, in2). So one
-kernel shape covers math with broadcasting, Where, Cast, and the data movement of Transpose,
-Expand, Slice and each part of a Concat (the identity expression ``a``).
+kernel shape covers math with broadcasting, comparisons and logic, Where, Cast, and the data
+movement of Transpose, Expand, Slice and each part of a Concat (the identity expression ``a``).
 """
 
 from __future__ import annotations
@@ -56,7 +56,22 @@ BINARY = {  # valid for f32 and i32 operands alike, except Pow (f32 only)
     "Div": "a / b",
     "Pow": "pow_onnx(a, b)",
 }
-EQUAL = "select(0, 1, a == b)"  # bool results are i32 0/1 on the device
+# Bool tensors are i32 0/1 on the device: comparisons write 0/1, logic reads any nonzero as true.
+COMPARE = {
+    "Equal": "select(0, 1, a == b)",
+    "Greater": "select(0, 1, a > b)",
+    "GreaterOrEqual": "select(0, 1, a >= b)",
+    "Less": "select(0, 1, a < b)",
+    "LessOrEqual": "select(0, 1, a <= b)",
+}
+LOGIC = {
+    "And": "select(0, 1, a != 0 && b != 0)",
+    "Or": "select(0, 1, a != 0 || b != 0)",
+    "Xor": "select(0, 1, (a != 0) != (b != 0))",
+    "Not": "select(0, 1, a == 0)",
+}
+# By the bits: WGSL lets compilers assume floats are never NaN, so `a != a` may fold to false.
+IS_NAN = "select(0, 1, (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u)"
 WHERE = "select(c, b, a != 0)"
 COPY = "a"
 
