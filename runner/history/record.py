@@ -60,6 +60,7 @@ class CaseResult:
     divergent_node: dict[str, Any] | None
     message: str
     finished_at: str
+    suite_line: int | None = None  # the model's line in suite_path; older records lack it
 
     @classmethod
     def of(
@@ -106,6 +107,7 @@ class CaseResult:
             divergent_node=divergent_node,
             message=judgement.message,
             finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            suite_line=case.model.line,
         )
 
     def to_dict(self) -> dict[str, Any]:
