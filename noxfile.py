@@ -8,6 +8,7 @@ each onnxruntime-web version it runs into its cache folder with npm, on first us
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -62,44 +63,49 @@ def install_project(session: nox.Session, spec: str) -> None:
     stamp.touch()
 
 
-# `runner run` options that take a value: the word after one is that value, not a filter.
-VALUE_OPTIONS = {
-    "--backend",
-    "--filter",
-    "--shard",
-    "--out",
-    "--runs",
-    "--timeout",
-    "--inject",
-    "--adapter",
-    "--chromium",
-    "--tag",
-}
+# Run by the session's own Python, where the project is installed (nox's Python may not import
+# it), so that the options are derived rather than listed by hand and every option of `run`
+# passes through: all take a value but those whose nargs is 0 (store_true, store_false,
+# store_const, count, --help). argparse keeps its subcommands in private attributes.
+RUN_VALUE_OPTIONS = """
+import argparse, json
+from runner.cli import build_parser
+(commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+run = commands.choices["run"]
+print(json.dumps(sorted(s for a in run._actions if a.nargs != 0 for s in a.option_strings)))
+"""
 
 
-def _filters_and_options(posargs: list[str]) -> list[str]:
-    """Bare words are filters (`nox -s regress -- backend=wgpu`); options pass through."""
+def run_value_options(session: nox.Session) -> set[str]:
+    """The options of `runner run` that take a value, as the session's virtualenv has them."""
+    output = session.run("python", "-c", RUN_VALUE_OPTIONS, silent=True, log=False)
+    return set(json.loads(output.splitlines()[-1]))
+
+
+def _filters_and_options(posargs: list[str], value_options: set[str]) -> list[str]:
+    """Bare words are filters (`nox -s regress -- backend=wgpu`); options pass through, each
+    with its value (`--run-timeout 600`, `--shard=1/2`)."""
     args: list[str] = []
     for arg in posargs:
-        is_value = bool(args) and args[-1] in VALUE_OPTIONS
+        is_value = bool(args) and args[-1] in value_options
         args += [arg] if arg.startswith("-") or is_value else ["--filter", arg]
     return args
 
 
 @nox.session
 def regress(session: nox.Session) -> None:
-    """Run the bundled suites and build reports/. Bare extra arguments are filters."""
+    """Run the bundled suites and build reports/. Bare extra arguments are filters.
+
+    Exits with the runner's own code (README: Exit codes) where nox would say 1 for any
+    failure, so that CI tells "no cases selected" (5) from unexpected verdicts (1).
+    """
     install_system_packages(session)
     install_project(session, ".")
-    session.run(
-        "python",
-        "-m",
-        "runner",
-        "run",
-        "suites",
-        "--report",
-        *_filters_and_options(session.posargs),
-    )
+    args = _filters_and_options(session.posargs, run_value_options(session))
+    try:
+        session.run("python", "-m", "runner", "run", "suites", "--report", *args)
+    except nox.command.CommandFailed as exc:
+        raise SystemExit(getattr(exc, "return_code", None) or 1) from None
 
 
 @nox.session

@@ -1,7 +1,8 @@
 """``python -m runner`` / ``regress``: a short pipeline of small functions per command.
 
-Exit codes (README): 0 every verdict as expected; 1 some verdict unexpected; 2 invalid input;
-3 environment unusable; 130 interrupted.
+Exit codes (README): 0 every verdict as expected; 1 some verdict unexpected (or the run
+stopped early: --maxfail, --run-timeout); 2 invalid input; 3 environment unusable; 5 no case
+selected; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -10,25 +11,37 @@ import argparse
 import dataclasses
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from textwrap import indent
+from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from runner.backends import REGISTRY, backend_ids, parse_backend
 from runner.backends.base import BackendDescriptor, BackendOptions, label_versions
 from runner.errors import EnvironmentUnusable, ExitCode, InvalidInput
-from runner.matrix import Case, expand_matrix, parse_shard, select_cases, shard_cases
+from runner.matrix import (
+    Case,
+    expand_matrix,
+    parse_shard,
+    select_cases,
+    shard_cases,
+    with_predecessors,
+)
 from runner.suite import load_suites
 from runner.suite.spec import Suite
-from runner.verdicts import FAILING_OUTCOMES
+from runner.verdicts import FAILING_OUTCOMES, VERDICTS
 
 DEFAULT_SUITES = Path("suites")
 DEFAULT_OUT = Path("reports")
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
+VERDICT_WIDTH = max(map(len, VERDICTS))  # aligns the case ids of `run`'s log lines
 
 
 def _suite_args(parser: argparse.ArgumentParser) -> None:
@@ -126,6 +139,46 @@ def build_parser() -> argparse.ArgumentParser:
         "--report",
         action="store_true",
         help="build the reports (index.html, junit.xml, summary.md) afterwards",
+    )
+    run.add_argument(
+        "--lf",
+        "--last-failed",
+        dest="last_failed",
+        action="store_true",
+        help="rerun the cases whose latest result in --out's history was unexpected (with the "
+        "cases before them in their layout sequence); none recorded: run nothing, exit 5",
+    )
+    run.add_argument(
+        "-x",
+        "--exitfirst",
+        dest="maxfail",
+        action="store_const",
+        const=1,
+        help="stop after the first unexpected result (--maxfail 1)",
+    )
+    run.add_argument(
+        "--maxfail",
+        type=int,
+        metavar="N",
+        help="stop after N unexpected results; the run is marked incomplete (exit 1)",
+    )
+    noise = run.add_mutually_exclusive_group()
+    noise.add_argument(
+        "-q",
+        "--quiet",
+        dest="verbosity",
+        action="store_const",
+        const=-1,
+        default=0,
+        help="print only the summary",
+    )
+    noise.add_argument(
+        "-v",
+        "--verbose",
+        dest="verbosity",
+        action="store_const",
+        const=1,
+        help="also print each failure's message as it happens",
     )
 
     report = commands.add_parser("report", help="build reports/index.html from the history")
@@ -254,16 +307,45 @@ def check_faults(cases: list[Case], injected: list[str]) -> None:
         raise InvalidInput(problems)
 
 
+def _last_failed(cases: list[Case], history: Path) -> list[Case]:
+    """--last-failed: the selected cases whose latest result in `history` was unexpected, with
+    what runs before them in their layout-change sequences."""
+    from runner.history import SqliteHistory
+
+    latest: dict[str, str] = {}
+    if history.is_file():
+        store = SqliteHistory(history)
+        try:
+            latest = store.latest_outcomes()
+        finally:
+            store.close()
+    failed = {case_id for case_id, outcome in latest.items() if outcome in FAILING_OUTCOMES}
+    if not failed:
+        console.print(f"--last-failed: no unexpected results recorded in {history}")
+        return []
+    rerun = with_predecessors(cases, failed)
+    selected = sum(case.id in failed for case in rerun)
+    console.print(
+        f"--last-failed: {selected} of {len(failed)} failed case(s) selected; "
+        f"{len(rerun)} case(s) to run with those before them in their sequences"
+    )
+    return rerun
+
+
 def cmd_run(args: argparse.Namespace) -> ExitCode:
     from runner.pipeline import execute
 
-    cases = select(args)
-    if not cases:
-        console.print("no cases selected")
-        return ExitCode.OK
-    check_faults(cases, args.inject)
     if args.runs < 1:
         raise InvalidInput("--runs must be at least 1")
+    if args.maxfail is not None and args.maxfail < 1:
+        raise InvalidInput("--maxfail must be at least 1")
+    cases = select(args)
+    if args.last_failed:
+        cases = _last_failed(cases, args.out / "history.sqlite")
+    if not cases:
+        console.print("no cases selected")
+        return ExitCode.NO_CASES
+    check_faults(cases, args.inject)
     options = BackendOptions(
         runs=args.runs,
         timeout_s=args.timeout,
@@ -271,25 +353,18 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
         adapter=args.adapter,
         chromium=args.chromium,
     )
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[case]}"),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task("running", total=len(cases), case="")
-        selection = {
-            "filters": args.filter,
-            "shard": args.shard,
-            "backends": args.backend,
-            "versions": {
-                d.name: getattr(args, f"{d.name.replace('-', '_')}_version")
-                for d in versioned_backends()
-            },
-            "tags": args.tag,
-        }
+    selection = {
+        "filters": args.filter,
+        "shard": args.shard,
+        "backends": args.backend,
+        "versions": {
+            d.name: getattr(args, f"{d.name.replace('-', '_')}_version")
+            for d in versioned_backends()
+        },
+        "tags": args.tag,
+        **({"last_failed": True} if args.last_failed else {}),
+    }
+    with _progress(len(cases), args.verbosity) as callbacks:
         summary = execute(
             cases,
             args.out,
@@ -297,14 +372,77 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
             selection,
             args.localize,
             args.run_timeout,
-            on_start=lambda case: progress.update(task, case=case.id),
-            on_note=progress.console.print,
-            on_result=lambda result: progress.advance(task),
+            maxfail=args.maxfail,
+            **callbacks,
         )
     _print_summary(summary, args.out)
     if args.report:
         _build_reports(args.out)
     return summary.exit_code
+
+
+@contextmanager
+def _progress(total: int, verbosity: int) -> Iterator[dict[str, Callable[..., None]]]:
+    """The pipeline's callbacks for what `run` says while it runs: a progress bar on a
+    terminal; in a log (stdout is no terminal, as in CI) a line per backend opened and per
+    finished case, each written at once. -q: nothing (the summary only); -v: also each
+    failure's message as it happens."""
+    if verbosity < 0:
+        yield {}
+    elif sys.stdout.isatty():
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[case]}"),
+        )
+        with Progress(*columns, console=console, transient=False) as progress:
+            task = progress.add_task("running", total=total, case="")
+
+            def on_result(result: Any) -> None:
+                progress.advance(task)
+                if verbosity > 0 and result.outcome in FAILING_OUTCOMES:
+                    progress.console.print(_failure_text(result))
+
+            yield {
+                "on_start": lambda case: progress.update(task, case=case.id),
+                "on_result": on_result,
+                "on_note": progress.console.print,
+            }
+    else:
+
+        def on_result(result: Any) -> None:
+            _log(_case_line(result))
+            if verbosity > 0 and result.outcome in FAILING_OUTCOMES:
+                why = f": {result.message}" if result.message else ""
+                _log(indent(f"expected {','.join(result.expected)}{why}", "    "))
+
+        yield {
+            "on_backend": lambda name, seconds: _log(f"opened {name} in {seconds:.2f} s"),
+            "on_result": on_result,
+            "on_note": _log,
+        }
+
+
+def _log(line: str) -> None:
+    """One line to stdout, flushed: a pipe would otherwise hold it until the run ends."""
+    print(line, flush=True)
+
+
+def _case_line(result: Any) -> str:
+    """Verdict, case id and seconds; a failing outcome in capitals, for the eye and for grep."""
+    line = f"{result.verdict:<{VERDICT_WIDTH}} {result.case_id} {result.wall_ms / 1000:.2f} s"
+    if result.outcome in FAILING_OUTCOMES:
+        line += " " + result.outcome.upper().replace("-", " ")
+    return line
+
+
+def _failure_text(result: Any) -> str:
+    return (
+        f"[red]{result.outcome}[/red] {escape(result.case_id)}: {result.verdict} "
+        f"(expected {','.join(result.expected)}) {escape(result.message)}"
+    )
 
 
 def _print_summary(summary, out: Path) -> None:
@@ -320,11 +458,7 @@ def _print_summary(summary, out: Path) -> None:
     console.print(table)
     for result in summary.results:
         if result.outcome in FAILING_OUTCOMES:
-            want = ",".join(result.expected)
-            console.print(
-                f"[red]{result.outcome}[/red] {result.case_id}: {result.verdict} "
-                f"(expected {want}) {result.message}"
-            )
+            console.print(_failure_text(result))
     console.print(
         f"references computed: {summary.references_computed}; "
         f"results in {out / 'runs' / summary.run_id}"

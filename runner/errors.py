@@ -16,6 +16,7 @@ class ExitCode(enum.IntEnum):
     UNEXPECTED = 1  # some verdict unexpected (including an unexpected pass)
     INVALID_INPUT = 2  # a suite, model or argument is wrong
     ENVIRONMENT = 3  # no adapter, no browser: the machine cannot run the suite
+    NO_CASES = 5  # no case selected (pytest's "no tests collected"): never a silent green
     INTERRUPTED = 130  # Ctrl-C / SIGTERM; finished results are kept
 
 

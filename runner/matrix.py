@@ -49,13 +49,13 @@ class Case:
         """The id without the capture mode: an eager case and its capture twin share it.
 
         An op-test case's model name already says everything (``ort-ops/<file>/<test>/<case>``:
-        its shapes are the file's, its layout the default), so its id leaves both out.
+        its shapes are the file's, its layout the default), so its id leaves both out; a model
+        without symbolic dims has no shape to name either.
         """
         if self.model.op_test is not None:
             return f"{self.model.name}/{self.backend.id}"
-        return "/".join(
-            (self.model.name, self.shape.label, f"layout={self.layout.label}", self.backend.id)
-        )
+        shape = (self.shape.label,) if self.shape.dims else ()
+        return "/".join((self.model.name, *shape, f"layout={self.layout.label}", self.backend.id))
 
     @property
     def id(self) -> str:
@@ -220,3 +220,11 @@ def shard_cases(cases: Iterable[Case], index: int, total: int) -> list[Case]:
     sequences = list(dict.fromkeys(case.sequence for case in cases))
     owner = {key: i % total for i, key in enumerate(sequences)}
     return [case for case in cases if owner[case.sequence] == index - 1]
+
+
+def with_predecessors(cases: Iterable[Case], wanted: set[str]) -> list[Case]:
+    """The cases whose ids are in `wanted`, each with the cases before it in its layout-change
+    sequence (its eager twin, earlier layouts): a stale binding only shows after them."""
+    cases = list(cases)
+    last = {case.sequence: i for i, case in enumerate(cases) if case.id in wanted}
+    return [case for i, case in enumerate(cases) if i <= last.get(case.sequence, -1)]

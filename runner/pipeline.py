@@ -56,7 +56,7 @@ class RunSummary:
             return ExitCode.ENVIRONMENT
         if self.interrupted:
             return ExitCode.INTERRUPTED
-        if self.status == "incomplete":  # the run timeout left cases unrun
+        if self.status == "incomplete":  # the run timeout or --maxfail left cases unrun
             return ExitCode.UNEXPECTED
         if any(r.outcome in FAILING_OUTCOMES for r in self.results):
             return ExitCode.UNEXPECTED
@@ -135,13 +135,17 @@ def execute(
     run_timeout_s: float | None = None,
     on_result: Callable[[CaseResult], None] = lambda result: None,
     on_start: Callable[[Case], None] = lambda case: None,
+    maxfail: int | None = None,
+    on_backend: Callable[[str, float], None] = lambda name, seconds: None,
     on_note: Callable[[str], None] = lambda text: None,
 ) -> RunSummary:
     """Run `cases`, storing each result as it finishes under `out` (see reports/README.md).
 
     `selection` (filters, shard, backends) is recorded so that shards can be merged safely.
-    Past `run_timeout_s` no further case starts and the run is marked incomplete. Each backend
-    first prepares what its cases need (installing versions), saying so through `on_note`.
+    Past `run_timeout_s`, or once `maxfail` results were unexpected, no further case starts and
+    the run is marked incomplete. Each backend first prepares what its cases need (installing
+    versions), saying so through `on_note`; `on_backend` hears of each backend opened (name,
+    seconds).
     """
     cases = list(cases)
     run_id = new_run_id()
@@ -166,6 +170,7 @@ def execute(
     used: set[str] = set()
     environments: dict[str, dict[str, Any]] = {}
     results: list[CaseResult] = []
+    failed = 0  # unexpected results so far, against `maxfail`
     status, message, interrupted = "complete", "", False
     for store in stores:
         store.begin_run(run)
@@ -179,8 +184,10 @@ def execute(
             # All opened first, so that one booting in the background (wgpu's process) does so
             # while another runs cases; each one's environment is recorded once it has run one.
             for name in names:
+                began = time.perf_counter()
                 backends[name] = open_backend(name, options)
                 closing.callback(backends[name].close)
+                on_backend(name, time.perf_counter() - began)
             for case in cases:
                 if deadline is not None and time.monotonic() > deadline:
                     status = "incomplete"
@@ -203,6 +210,14 @@ def execute(
                         store.record(record)
                 results.append(result)
                 on_result(result)
+                failed += result.outcome in FAILING_OUTCOMES
+                if maxfail and failed >= maxfail and len(results) < len(cases):
+                    status = "incomplete"
+                    message = (
+                        f"maxfail {maxfail} reached: stopped with "
+                        f"{len(cases) - len(results)} case(s) not run"
+                    )
+                    break
     except KeyboardInterrupt:
         status, message = "incomplete", "interrupted; finished results are kept"
         interrupted = True

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from runner.matrix import expand_matrix, parse_shard, select_cases, shard_cases
+from runner.matrix import (
+    expand_matrix,
+    parse_shard,
+    select_cases,
+    shard_cases,
+    with_predecessors,
+)
 from runner.suite import load_suite
 
 SUITE = """
@@ -141,3 +147,12 @@ def test_shards_cover_every_case_exactly_once(suite, total):
 def test_bad_shard(text):
     with pytest.raises(ValueError, match="--shard"):
         parse_shard(text)
+
+
+def test_failed_cases_come_back_with_what_runs_before_them(suite):
+    cases = expand_matrix([suite])
+    first = [c for c in cases if c.sequence == cases[0].sequence]
+    other = [c for c in cases if c.sequence == cases[-1].sequence]
+    wanted = {first[3].id, first[1].id, other[0].id, "gone/from/the/suite"}
+    assert with_predecessors(cases, wanted) == first[:4] + other[:1]
+    assert with_predecessors(cases, set()) == []

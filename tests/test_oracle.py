@@ -6,7 +6,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from runner.oracle import ReferenceCache
+from runner import oracle
+from runner.oracle import ReferenceCache, cache_key
 from runner.workload import Workload
 
 
@@ -32,11 +33,31 @@ def test_reference_values_and_cache(tmp_path):
     assert again.computed == 0
     again.reference(_workload(3.0))
     assert again.computed == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["key-2.0.npz", "key-3.0.npz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        f"{cache_key(_workload(scale))}.npz" for scale in (2.0, 3.0)
+    )
+
+
+def test_another_onnxruntime_version_recomputes(tmp_path, monkeypatch):
+    """The cached reference belongs to the onnxruntime that computed it: after an upgrade the
+    same workload is computed again, under another key, and the old entry stays for the old
+    version."""
+    ReferenceCache(tmp_path).reference(_workload(2.0))
+    installed = cache_key(_workload(2.0))
+    assert installed != _workload(2.0).key
+    monkeypatch.setattr(oracle, "onnxruntime_version", lambda: "0.0.0-another")
+    upgraded = ReferenceCache(tmp_path)
+    assert upgraded.reference(_workload(2.0))["y"][1, 2] == 10.0
+    assert upgraded.computed == 1
+    assert sorted(p.stem for p in tmp_path.iterdir()) == sorted(
+        [installed, cache_key(_workload(2.0))]
+    )
+    monkeypatch.setattr(oracle, "PROVIDER", "AnotherExecutionProvider")
+    assert cache_key(_workload(2.0)) not in {installed, *(p.stem for p in tmp_path.iterdir())}
 
 
 def test_corrupt_cache_entry_is_recomputed(tmp_path):
-    (tmp_path / "key-2.0.npz").write_bytes(b"truncated")
+    (tmp_path / f"{cache_key(_workload(2.0))}.npz").write_bytes(b"truncated")
     cache = ReferenceCache(tmp_path)
     assert cache.reference(_workload(2.0))["y"][1, 2] == 10.0
     assert cache.computed == 1

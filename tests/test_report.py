@@ -41,6 +41,7 @@ from runner.history.record import result_id
 from runner.report import analysis, build_reports
 from runner.report import page as page_module
 from runner.report.history import load_history
+from runner.report.junit import junit_xml
 from runner.report.newcase import BUG_PLACEHOLDER, case_snippet
 from runner.verdicts import VERDICTS
 
@@ -502,12 +503,17 @@ def test_new_case_says_what_is_wrong(reports, tmp_path):
 # --- JUnit and the summary ----------------------------------------------------------------
 
 
-def test_the_schema_accepts_pytests_own_xunit2_output(tmp_path):
-    """The XSD is the one pytest's xunit2 output follows: pytest's own report validates."""
+@pytest.mark.parametrize("family", ["xunit1", "xunit2"])
+def test_the_schema_accepts_what_pytest_itself_writes(tmp_path, family):
+    """The XSD is the one pytest's xunit2 output follows, with `<error>` as pytest writes it
+    and xunit1's `file` and `line` on a testcase: pytest's own report validates."""
     (tmp_path / "test_sample.py").write_text(
         "import pytest\n"
+        "@pytest.fixture\n"
+        "def broken(): raise RuntimeError('setup')\n"
         "def test_ok(): pass\n"
         "def test_bad(): assert 0\n"
+        "def test_error(broken): pass\n"
         "@pytest.mark.skip(reason='no')\n"
         "def test_skip(): pass\n"
         "@pytest.mark.xfail(reason='bug')\n"
@@ -522,7 +528,7 @@ def test_the_schema_accepts_pytests_own_xunit2_output(tmp_path):
             "-p",
             "no:cacheprovider",
             "-o",
-            "junit_family=xunit2",
+            f"junit_family={family}",
             "--junitxml",
             "out.xml",
             "test_sample.py",
@@ -532,7 +538,15 @@ def test_the_schema_accepts_pytests_own_xunit2_output(tmp_path):
         check=False,
     )
     schema = etree.XMLSchema(etree.parse(str(JUNIT_XSD)))
-    schema.assertValid(etree.parse(str(tmp_path / "out.xml")))
+    written = etree.parse(str(tmp_path / "out.xml"))
+    schema.assertValid(written)
+    assert len(written.findall(".//testcase/error")) == 1
+    files = {c.get("file") for c in written.iter("testcase")}
+    lines = [c.get("line") for c in written.iter("testcase")]
+    if family == "xunit1":  # pytest's lines count from 0
+        assert files == {"test_sample.py"} and lines[:3] == ["3", "4", "5"]
+    else:
+        assert files == {None} and set(lines) == {None}
     with_properties = etree.fromstring(
         b'<testsuites><testsuite name="s" tests="1" failures="0" errors="0"><testcase name="t">'
         b'<properties><property name="a" value="b"/></properties></testcase></testsuite>'
@@ -569,6 +583,50 @@ def test_junit_xml_follows_xunit2_and_describes_the_latest_run(reports):
     assert known.get("type") == "pytest.xfail" and CELLS[9].bug in known.get("message")
     assert cases[CELLS[10].case_id].find("skipped").get("type") == "pytest.skip"
     assert list(cases[CELLS[1].case_id]) == []  # passed
+
+
+def test_cases_that_did_not_run_are_errors_located_at_their_model(tmp_path, monkeypatch):
+    """error and timeout are JUnit errors, other unexpected verdicts failures; every testcase
+    names the suite file (relative to the working directory) and its model's line, which a
+    record written before results had lines leaves out."""
+    monkeypatch.chdir(tmp_path)
+    cell = CELLS[2]
+    located = {"suite_path": str(tmp_path.resolve() / "suites" / "bugs.yaml"), "suite_line": 7}
+    records = [
+        {**make_result("R1", 4, cell), **located},
+        {**make_result("R1", 4, cell), **located, "case_id": "e", "verdict": "error"},
+        {**make_result("R1", 4, cell), **located, "case_id": "t", "verdict": "timeout"},
+        {**make_result("R1", 4, CELLS[1]), "suite_path": "/elsewhere/old.yaml"},
+    ]
+    for record in records:
+        jsonschema.validate(record, RESULT_SCHEMA)
+    document = etree.fromstring(junit_xml({"run_id": "R1", "status": "complete"}, records))
+    etree.XMLSchema(etree.parse(str(JUNIT_XSD))).assertValid(document)
+    assert (document.get("tests"), document.get("failures"), document.get("errors")) == (
+        "4",
+        "1",
+        "2",
+    )
+    cases = document.findall(".//testcase")
+    assert [[child.tag for child in case] for case in cases] == [
+        ["failure"],
+        ["error"],
+        ["error"],
+        [],
+    ]
+    assert [case[0].get("type") for case in cases[:3]] == [CM, "error", "timeout"]
+    assert [(c.getparent().get("failures"), c.getparent().get("errors")) for c in cases] == [
+        ("1", "0"),
+        ("0", "1"),
+        ("0", "1"),
+        ("0", "0"),
+    ]
+    assert [(case.get("file"), case.get("line")) for case in cases] == [
+        ("suites/bugs.yaml", "7"),
+        ("suites/bugs.yaml", "7"),
+        ("suites/bugs.yaml", "7"),
+        ("/elsewhere/old.yaml", None),
+    ]
 
 
 def test_the_summary_names_the_changes_and_escapes_markup(reports):
@@ -641,7 +699,8 @@ def test_a_report_from_real_runs_of_the_reference_backend(write_suite, tmp_path)
     for text in (REAL_SUITE, REAL_SUITE + EXPECT_A_BUG):
         if out.exists():
             time.sleep(1.05)  # run start times have whole seconds: keep the runs in order
-        cases = expand_matrix(load_suites([write_suite(text)]))
+        suite = write_suite(text)
+        cases = expand_matrix(load_suites([suite]))
         execute(cases, out, BackendOptions(runs=2))
     build_reports(out)
     history = load_history(out / "history.sqlite")
@@ -661,3 +720,6 @@ def test_a_report_from_real_runs_of_the_reference_backend(write_suite, tmp_path)
     junit = etree.parse(str(out / "junit.xml"))
     etree.XMLSchema(etree.parse(str(JUNIT_XSD))).assertValid(junit)
     assert [f.get("type") for f in junit.iter("failure")] == ["unexpected-pass"]
+    # where the model `enc` is declared: line 3 of the suite file (outside the working folder)
+    located = {(case.get("file"), case.get("line")) for case in junit.iter("testcase")}
+    assert located == {(str(suite.resolve()), "3")}

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 
 from runner.errors import InvalidInput
 from runner.suite import load_suite
-from runner.suite.spec import BackendTarget, Tolerance
+from runner.suite.spec import STATIC_SHAPE, BackendTarget, Tolerance
 
 from .conftest import REPO
 
@@ -117,7 +117,7 @@ def test_model_path_outside_repository_is_refused(write_suite, tmp_path_factory)
     assert message.startswith(f"{path}:3:11: model path resolves outside the repository")
 
 
-def _tiny_model(path: Path, dim: str = "n") -> None:
+def _tiny_model(path: Path, dim: str | int = "n") -> None:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [dim, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [dim, 4])
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
@@ -273,4 +273,42 @@ def test_huge_shape_is_refused_before_anything_is_allocated(write_suite):
     assert problems(path) == [
         f"{path}:5:5: shape batch=64,sequence=65536 gives model 'enc' a tensor of "
         "4,194,304 MiB; expected at most 1024 MiB per tensor (REGRESS_MAX_TENSOR_MIB raises it)"
+    ]
+
+
+def test_a_model_without_symbolic_dims_needs_no_shapes(write_suite, suite_dir):
+    """One static case per layout, backend and mode, the suite's shapes being for the others;
+    `shapes: [{}]` says the same explicitly. Each model knows its line (for JUnit)."""
+    _tiny_model(suite_dir / "static.onnx", dim=2)
+    path = write_suite("""
+        models:
+          enc: {builtin: encoder, hidden: 32, heads: 4}
+          static:
+            path: static.onnx
+          explicit:
+            path: static.onnx
+            shapes: [{}]
+        shapes:
+          - {batch: 1, sequence: 8}
+        backends: [reference]
+        """)
+    suite = load_suite(path)
+    assert [(m.name, m.shapes, m.line) for m in suite.models] == [
+        ("enc", (), 2),
+        ("static", (STATIC_SHAPE,), 3),
+        ("explicit", (STATIC_SHAPE,), 5),
+    ]
+    assert STATIC_SHAPE.label == "static"
+
+
+def test_an_empty_shape_does_not_pin_symbolic_dims(write_suite):
+    path = write_suite("""
+        models:
+          enc: {builtin: encoder}
+        shapes: [{}]
+        backends: [reference]
+        """)
+    assert problems(path) == [
+        f"{path}:3:10: symbolic dim batch, sequence of model 'enc' is left unpinned; "
+        "expected a value for every symbolic dim"
     ]

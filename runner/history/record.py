@@ -61,6 +61,7 @@ class CaseResult:
     divergent_node: dict[str, Any] | None
     message: str
     finished_at: str
+    suite_line: int | None = None  # the model's line in suite_path; older records lack it
 
     @classmethod
     def of(
@@ -108,6 +109,7 @@ class CaseResult:
             divergent_node=divergent_node,
             message=judgement.message,
             finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            suite_line=case.model.line,
         )
 
     def to_dict(self) -> dict[str, Any]:

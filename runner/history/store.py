@@ -140,6 +140,15 @@ class SqliteHistory(ResultStore):
         rows = self._db.execute(query + " ORDER BY run_id, rowid", args)
         return [json.loads(record) for (record,) in rows]
 
+    def latest_outcomes(self) -> dict[str, str]:
+        """Each case id's outcome in the latest run that recorded it (runs in start order)."""
+        rows = self._db.execute(
+            "SELECT results.case_id, results.outcome FROM results "
+            "LEFT JOIN runs ON runs.run_id = results.run_id "
+            "ORDER BY runs.started, runs.ended, results.rowid"
+        )
+        return dict(rows.fetchall())  # a later row replaces an earlier one of the same case
+
     def result(self, result_id: str) -> dict[str, Any] | None:
         row = self._db.execute(
             "SELECT record FROM results WHERE result_id = ? OR result_id LIKE ?",

@@ -1,11 +1,16 @@
-"""``reports/junit.xml``: the latest run in pytest's xunit2 dialect, for CI test views.
+"""``reports/junit.xml``: the latest run as pytest writes JUnit XML, for CI test views.
 
-xunit2 (Jenkins' junit-10.xsd, which pytest's own tests validate against) allows
-``<properties>`` on a ``<testsuite>`` but not on a ``<testcase>``, so each case is a one-test
-``<testsuite>`` named by its case id whose properties carry its backend, layout, capture mode,
-verdict and errors. Outcomes map as pytest maps them: a known bug's expected failure is
-``<skipped type="pytest.xfail">`` with the bug, a skipped case ``<skipped type="pytest.skip">``,
-an unexpected verdict or an unexpected pass (pytest's strict xpass) a ``<failure>``.
+The layout is pytest's xunit2 family (Jenkins' junit-10.xsd): it allows ``<properties>`` on a
+``<testsuite>`` but not on a ``<testcase>``, so each case is a one-test ``<testsuite>`` named by
+its case id whose properties carry its backend, layout, capture mode, verdict and errors. Each
+``<testcase>`` also carries ``file`` (the suite file) and ``line`` (its model's entry), the two
+attributes pytest's xunit1 family writes and xunit2 leaves out: CI readers point at them
+(GitLab shows the file; GitHub's mikepenz/action-junit-report, in .github/workflows/, annotates
+that line; Jenkins ignores attributes it does not know). Outcomes map as pytest maps them: a
+known bug's expected failure is ``<skipped type="pytest.xfail">`` with the bug, a skipped case
+``<skipped type="pytest.skip">``, a case the backend failed to run (``error``, ``timeout``) an
+``<error>``, any other unexpected verdict or an unexpected pass (pytest's strict xpass) a
+``<failure>``.
 """
 
 from __future__ import annotations
@@ -13,12 +18,15 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 from typing import Any
 
 from runner.suite.spec import shape_label
 
 # Characters XML 1.0 cannot carry at all, even escaped.
 NOT_XML = re.compile(r"[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# Verdicts that say the case did not run to a judgement: JUnit's errors, not failures.
+ERROR_VERDICTS = frozenset({"error", "timeout"})
 
 
 def _text(value: Any) -> str:
@@ -110,19 +118,30 @@ def _verdict_element(case: ET.Element, result: dict[str, Any]) -> str | None:
         failure.text = _text(_details(result))
         return "failure"
     if outcome == "unexpected":
-        failure = ET.SubElement(
-            case, "failure", type=verdict, message=_text(f"{verdict}: {result['message']}")
+        kind = "error" if verdict in ERROR_VERDICTS else "failure"
+        element = ET.SubElement(
+            case, kind, type=verdict, message=_text(f"{verdict}: {result['message']}")
         )
-        failure.text = _text(_details(result))
-        return "failure"
+        element.text = _text(_details(result))
+        return kind
     return None
 
 
+def _location(result: dict[str, Any]) -> dict[str, str]:
+    """``file`` relative to the working directory when inside it (CI builds the report in the
+    checkout, and annotations want repository paths), and ``line`` when the record has one."""
+    path, here = Path(result["suite_path"]), Path.cwd().resolve()
+    if path.is_relative_to(here):
+        path = path.relative_to(here)
+    line = result.get("suite_line")
+    return {"file": _text(path.as_posix()), **({"line": str(line)} if line else {})}
+
+
 def junit_xml(run: dict[str, Any] | None, results: list[dict[str, Any]]) -> bytes:
-    """The run's results as JUnit XML (xunit2); an empty ``<testsuites>`` without a run."""
+    """The run's results as JUnit XML; an empty ``<testsuites>`` without a run."""
     name = f"regress {run['run_id']} ({run.get('status')})" if run else "regress"
     root = ET.Element("testsuites", name=_text(name))
-    total_time, failures = 0.0, 0
+    total_time, failures, errors = 0.0, 0, 0
     for result in results:
         seconds = case_seconds(result.get("timings") or {})
         suite = ET.SubElement(
@@ -130,7 +149,6 @@ def junit_xml(run: dict[str, Any] | None, results: list[dict[str, Any]]) -> byte
             "testsuite",
             name=_text(result["case_id"]),
             tests="1",
-            errors="0",
             time=f"{seconds:.3f}",
             timestamp=_text(result.get("finished_at") or ""),
         )
@@ -144,15 +162,18 @@ def junit_xml(run: dict[str, Any] | None, results: list[dict[str, Any]]) -> byte
             classname=classname,
             name=_text(result["case_id"]),
             time=f"{seconds:.3f}",
+            **_location(result),
         )
         kind = _verdict_element(case, result)
         suite.set("failures", "1" if kind == "failure" else "0")
+        suite.set("errors", "1" if kind == "error" else "0")
         suite.set("skipped", "1" if kind == "skipped" else "0")
         failures += kind == "failure"
+        errors += kind == "error"
         total_time += seconds
     root.set("tests", str(len(results)))
     root.set("failures", str(failures))
-    root.set("errors", "0")
+    root.set("errors", str(errors))
     root.set("time", f"{total_time:.3f}")
     ET.indent(root)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"

@@ -6,6 +6,7 @@ Every problem in a file is collected and raised at once as ``InvalidInput``, eac
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -24,6 +25,7 @@ from runner.errors import InvalidInput, Problem
 from runner.suite.optests import DEFAULT_OPSET, op_test_files, read_op_tests
 from runner.suite.spec import (
     DEFAULT_LAYOUT,
+    STATIC_SHAPE,
     BackendTarget,
     CaseRule,
     EncoderParams,
@@ -366,7 +368,13 @@ class _Builder:
                 largest,
                 path + ("shapes",) if own_shapes else ("shapes",),
             )
-        return model
+        elif not own_shapes:  # nothing to pin: one static case, whatever the suite's `shapes:`
+            model = dataclasses.replace(model, shapes=(STATIC_SHAPE,))
+        return dataclasses.replace(model, line=self.line(path))
+
+    def line(self, path: tuple) -> int:
+        """The line of the key at `path` (a model's name), for reports that link to it."""
+        return self.located.where(path, key=True)[0]
 
     def op_tests(self, name: str, spec: dict) -> list[ModelSpec]:
         """One model per case of the ORT-web op-test files `spec` names (``optests.py``).
@@ -392,7 +400,7 @@ class _Builder:
             return []
         models, problems = read_op_tests(files, name, spec.get("opset", DEFAULT_OPSET))
         self.problems += problems
-        return models
+        return [dataclasses.replace(model, line=self.line(("models", name))) for model in models]
 
     def check_heads(self, encoder: EncoderParams, path: tuple, layouts: tuple) -> None:
         for heads, where in [(encoder.heads, path + ("heads",))] + [

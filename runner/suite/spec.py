@@ -71,6 +71,10 @@ class Shape:
         return dict(self.dims)
 
 
+# The one shape of a model without symbolic dims (case ids leave it out).
+STATIC_SHAPE = Shape(())
+
+
 @dataclass(frozen=True)
 class OpTensor:
     """A tensor of an ORT-web op-test file: `type` as ORT-web spells it (float32, int64...)."""
@@ -129,6 +133,7 @@ class ModelSpec:
     inputs: Mapping[str, InputSpec] = field(default_factory=dict)
     shapes: tuple[Shape, ...] = ()  # empty: the suite's shapes
     op_test: OpTestCase | None = None  # a case of an ORT-web op-test file (`ort_op_tests:`)
+    line: int | None = None  # where the model's entry starts in its suite file (JUnit `line`)
 
 
 @dataclass(frozen=True)
