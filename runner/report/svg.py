@@ -154,10 +154,10 @@ def stacked_bars(
     height: int = 240,
 ) -> str:
     """One bar per x position, stacked by kind (bottom up, in `kinds` order; class ``k-KIND``
-    colours a segment). Each bar is (x label lines, tooltip heading, count per kind); about a
-    dozen x labels are drawn, each line of a label below the last. The `flagged` kinds' total
-    is written above each bar where it is not zero (a handful of failures among thousands of
-    passes is a sliver), while bars are wide enough for it."""
+    colours a segment). Each bar is (x label lines, tooltip heading, count per kind); as many x
+    labels are drawn as fit side by side, each line of a label below the last. The `flagged`
+    kinds' total is written above each bar where it is not zero (a handful of failures among
+    thousands of passes is a sliver), while bars are wide enough for it."""
     left, right, top, bottom = 56, 16, 28, 62
     ticks = _ticks(max([sum(counts.values()) for _, _, counts in bars] + [1]))
     y = _scale(0, ticks[-1], height - bottom, top)
@@ -169,7 +169,8 @@ def stacked_bars(
         f'<text x="{left}" y="16" class="title">{escape(title)}</text>',
     ]
     parts += _y_axis(ticks, y, (left, width - right), (top, height - bottom), y_label)
-    every = max(1, math.ceil(len(bars) / 12))
+    widest = max((len(line) for label, _, _ in bars for line in label), default=0) * 6.5 + 10
+    every = max(1, math.ceil(widest / slot))  # labels that do not overlap
     for n, (label, heading, counts) in enumerate(bars):
         cx = left + slot * (n + 0.5)
         base = 0
@@ -185,7 +186,8 @@ def stacked_bars(
         flags = sum(counts.get(kind, 0) for kind in flagged)
         if flags and slot >= 16:
             parts.append(f'<text x="{cx:.1f}" y="{y(base) - 4:.1f}" class="flag">{flags}</text>')
-        if n % every == 0 or n == len(bars) - 1:
+        last = len(bars) - 1
+        if n == last or (n % every == 0 and last - n >= every):
             lines = "".join(
                 f'<tspan x="{cx:.1f}" dy="{0 if i == 0 else 13}">{escape(line)}</tspan>'
                 for i, line in enumerate(label)
