@@ -42,6 +42,7 @@ BACKENDS = ("wgpu", *ORT_WEB)
 LAYOUTS = ("eps,heads", "heads,eps", "eps-1e-3")
 ENCODER = "encoder-small"
 ENCODER_SHAPE = {"batch": 1, "sequence": 16}
+ENCODER_SHAPE_LABEL = "batch=1,sequence=16"  # as case ids write it
 
 # op-test cases x 4 backends x 2 modes, and 3 layouts x 4 backends x 2 modes + 4 revisits.
 RESULTS_PER_RUN = OP_CASES * 8 + len(LAYOUTS) * 8 + 4
@@ -61,33 +62,33 @@ def _verdict(run: int, model: str, backend: str, capture: str) -> tuple[str, lis
         return "expected-mismatch", ["expected-mismatch"]
     if "/cast/" in model and backend == "wgpu":
         return "skipped", ["pass"]
-    if (
-        model in NEW_FAILURES
-        and run == len(RUNS) - 1
-        and (backend, capture)
-        == (
-            "ort-web:webgpu",
-            "capture",
-        )
-    ):
+    last_run = run == len(RUNS) - 1
+    if model in NEW_FAILURES and last_run and backend == "ort-web:webgpu" and capture == "capture":
         return "capture-mismatch", ["pass"]
     if model in ALWAYS_FAILING and backend == "wgpu":
         return "reference-mismatch", ["pass"]
     return "pass", ["pass"]
 
 
-def _record(run: int, model: str, backend: str, capture: str, **fields: Any) -> dict[str, Any]:
-    """One result as ``CaseResult.to_dict`` stores it."""
+def _record(
+    run: int,
+    model: str,
+    backend: str,
+    capture: str,
+    judged: tuple[str, list[str]],
+    layout: str = "default",
+    revisit: bool = False,
+) -> dict[str, Any]:
+    """One result as ``CaseResult.to_dict`` stores it; `judged` is (verdict, expected)."""
     run_id = RUNS[run]
-    verdict, expected = fields.pop("verdict_expected")
+    verdict, expected = judged
     op_test = model.startswith("ort-ops/")
-    mode = capture + ("-revisit" if fields.get("revisit") else "")
     cell = (
         f"{model}/{backend}"
         if op_test
-        else f"{model}/{fields['shape_label']}/layout={fields['layout']}/{backend}"
+        else f"{model}/{ENCODER_SHAPE_LABEL}/layout={layout}/{backend}"
     )
-    case_id = f"{cell}/{mode}"
+    case_id = f"{cell}/{capture}{'-revisit' if revisit else ''}"
     failing = verdict not in ("pass", "skipped")
     error = None if verdict == "skipped" else (0.5 if failing else 1e-7 * (1 + len(model) % 7))
     if verdict == "pass":
@@ -104,13 +105,13 @@ def _record(run: int, model: str, backend: str, capture: str, **fields: Any) -> 
         "suite_path": "suites/ort-ops.example.yaml" if op_test else "suites/smoke.yaml",
         "model": model,
         "shape": {} if op_test else ENCODER_SHAPE,
-        "layout": fields.get("layout", "default"),
-        "layout_order": [] if op_test else fields["layout"].split(","),
+        "layout": layout,
+        "layout_order": [] if op_test else layout.split(","),
         "layout_values": {},
         "backend": backend,
         "bundle": backend.partition(":")[2] or None,
         "capture": capture,
-        "revisit": fields.get("revisit", False),
+        "revisit": revisit,
         "injected": [],
         "verdict": verdict,
         "verdicts": [verdict],
@@ -156,25 +157,13 @@ def run_results(run: int) -> list[dict[str, Any]]:
                 model = f"ort-ops/{file}/{_test_name(file, test)}/case {case}"
                 for backend in BACKENDS:
                     for capture in ("eager", "capture"):
-                        verdict = _verdict(run, model, backend, capture)
-                        results.append(
-                            _record(run, model, backend, capture, verdict_expected=verdict)
-                        )
-    shape_label = ",".join(f"{k}={v}" for k, v in ENCODER_SHAPE.items())
+                        judged = _verdict(run, model, backend, capture)
+                        results.append(_record(run, model, backend, capture, judged))
     for backend in BACKENDS:
         modes = [(layout, c, False) for layout in LAYOUTS for c in ("eager", "capture")]
         for layout, capture, revisit in [*modes, (LAYOUTS[0], "capture", True)]:
             results.append(
-                _record(
-                    run,
-                    ENCODER,
-                    backend,
-                    capture,
-                    verdict_expected=("pass", ["pass"]),
-                    layout=layout,
-                    revisit=revisit,
-                    shape_label=shape_label,
-                )
+                _record(run, ENCODER, backend, capture, ("pass", ["pass"]), layout, revisit)
             )
     return results
 
