@@ -269,6 +269,15 @@ def latest(written, number: int) -> dict[str, Any]:
     return next(r for r in written["R5"] if r["case_id"] == CELLS[number].case_id)
 
 
+def folded(out: Path, fold: str) -> list:
+    """The rows (or blocks) a fold keeps in data.js, parsed as the page would insert them."""
+    text = (out / page_module.DATA_FILE).read_text(encoding="utf-8")
+    data = json.loads(text.removeprefix("window.REPORT_DATA = ").rstrip().removesuffix(";"))
+    markup = data["folds"].get(fold, "")
+    parent = "tbody" if markup.startswith("<tr") else "div"
+    return list(lxml_html.fragment_fromstring(markup, create_parent=parent)) if markup else []
+
+
 # --- analysis -----------------------------------------------------------------------------
 
 
@@ -347,7 +356,34 @@ def test_the_page_is_self_contained_and_escapes_every_user_string(reports, page)
     assert 'href="javascript:' not in text and "javascript:alert(document.cookie)" in text
     assert page.xpath("//@src") == [] and page.xpath("//link") == []
     assert {h for h in page.xpath("//@href") if not h.startswith("#")} == {STALE_BUG_URL}
-    assert "default-src 'none'" in text
+    assert "default-src 'none'" in text and "script-src 'self' 'unsafe-inline'" in text
+    # the folded rows beside the page are escaped alike, and belong to this build of it
+    data = (out / page_module.DATA_FILE).read_text(encoding="utf-8")
+    assert 'alert("suite")' not in data and "&lt;script&gt;alert(&quot;suite&quot;)" in data
+    build = page.xpath("//body/@data-build")[0]
+    assert data.startswith(f'window.REPORT_DATA = {{"build": "{build}", ')
+
+
+def test_failures_past_the_first_ones_fold_into_data_js_escaped(tmp_path, monkeypatch):
+    write_history(tmp_path / "history.sqlite")
+    monkeypatch.setattr(page_module, "SHOWN_ROWS", 1)
+    build_reports(tmp_path)
+    page = lxml_html.fromstring((tmp_path / "index.html").read_bytes())
+    failures = page.get_element_by_id("failures")
+    (shown,) = failures.xpath("details[@class='failure']")
+    assert shown.xpath("summary/span[@class='case']")[0].text_content() == CELLS[7].case_id
+    fold = failures.xpath("details[@class='fold']")[0]
+    assert fold.xpath("summary")[0].text_content() == "3 more failures (past the first 1)"
+    assert fold.xpath("div[@data-fold='failures']")[0].text_content() == ""
+    blocks = folded(tmp_path, "failures")
+    assert [b.xpath("summary/span[@class='case']")[0].text_content() for b in blocks] == [
+        CELLS[2].case_id,
+        CELLS[4].case_id,
+        CELLS[9].case_id,
+    ]
+    data = (tmp_path / page_module.DATA_FILE).read_text(encoding="utf-8")
+    assert "<img" not in data and "&lt;img src=x onerror=alert(1)&gt;" in data
+    assert 'href=\\"javascript:' not in data
 
 
 def test_the_page_shows_the_latest_run_and_its_interruption(page):
@@ -380,9 +416,10 @@ def test_the_page_lists_changes_with_links_to_cases_and_bugs(page):
     assert unexpected_pass.xpath("td[5]/a/@href") == [STALE_BUG_URL]
 
 
-def test_the_grid_shows_every_case_over_the_runs(page):
+def test_the_grid_shows_failing_cases_first_and_folds_the_rest(reports, page):
+    out, _ = reports
     grid = page.get_element_by_id("grid")
-    assert [th.text_content() for th in grid.xpath(".//thead//th[@class='run']")] == [
+    assert [th.text_content() for th in grid.xpath("table[1]/thead//th[@class='run']")] == [
         "#1",
         "#2",
         "#3",
@@ -390,14 +427,80 @@ def test_the_grid_shows_every_case_over_the_runs(page):
         "#5",
         "#6",
     ]
-    rows = grid.xpath(".//tbody/tr")
-    assert len(rows) == len(CELLS) + 1  # and the unrelated suite's case
-    new_failure = next(r for r in rows if r.xpath("td[1]")[0].text_content() == CELLS[2].case_id)
-    cells = new_failure.xpath("td[@title]")
+    rows = grid.xpath("table[1]/tbody/tr")
+    # failing in the latest run (unexpected, unexpected pass, known bug), then failed earlier
+    assert [r.xpath("td[1]")[0].text_content() for r in rows] == [
+        CELLS[n].case_id for n in (7, 2, 4, 9, 6)
+    ]
+    quiet = folded(out, "grid")
+    assert grid.xpath("details/summary")[0].text_content() == "6 cases that passed or were skipped"
+    assert len(rows) + len(quiet) == len(CELLS) + 1  # and the unrelated suite's case
+    assert {r.xpath("td[1]")[0].text_content() for r in quiet} == {
+        *(CELLS[n].case_id for n in (1, 3, 5, 8, 10)),
+        "tiny/batch=1,sequence=8/layout=default/reference/eager",
+    }
+    new_failure = rows[1]
+    cells = new_failure.xpath("td[position() > 1]")
     assert [c.get("class") for c in cells] == ["v o-pass"] * 4 + ["v", "v o-unexpected"]
+    assert cells[-1].get("title") == f"#6 R5: {CM} (unexpected)"
     assert new_failure.get("data-backend") == "wgpu"
     assert new_failure.get("data-bundle") == "none"
     assert new_failure.get("data-verdict") == CM
+
+
+def test_the_pivot_has_a_row_per_case_and_a_column_per_backend_and_mode(page):
+    pivot = page.get_element_by_id("pivot")
+    head = pivot.xpath("table[1]/thead/tr")
+    backends = ["ort-web:jsep", "ort-web:jspi", "ort-web:webgpu", "wgpu"]
+    assert [th.text_content() for th in head[0].xpath("th")] == ["case", *backends]
+    assert [th.get("colspan") for th in head[0].xpath("th")[1:]] == ["2", "1", "2", "2"]
+    modes = ["eager", "capture", "capture", "eager", "capture", "eager", "capture"]
+    assert [th.text_content() for th in head[1].xpath("th")] == modes
+    rows = pivot.xpath("table[1]/tbody/tr")
+    layout = "/batch=1,sequence=8/layout="
+    # the markup model's row and the wgpu new failure (unexpected) first, then the known bug
+    assert [r.xpath("td[1]")[0].text_content() for r in rows] == [
+        f"{MARKUP_MODEL}{layout}eps,heads",
+        f"encoder{layout}eps,heads",
+        f"encoder{layout}heads,eps",
+    ]
+    encoder = [c.text_content() for c in rows[1].xpath("td[position() > 1]")]
+    # jsep eager did not run (interrupted), its capture is a known bug; webgpu fixed; jspi
+    # skipped; wgpu capture is the new failure
+    assert encoder == ["", "SL", "–", "✓", "✓", "✓", "CM"]
+    link = rows[1].xpath("td[last()]/a/@href")[0]
+    assert page.get_element_by_id(link.lstrip("#")).tag == "details"
+    assert rows[1].get("data-any-backend") == " ".join(backends)
+    assert rows[1].get("data-any-bundle") == "jsep jspi webgpu none"
+    assert rows[1].get("data-any-verdict") == f"{CM} {P} {SK} {SL}"
+    assert rows[0].get("data-suite") == SUITE
+    assert pivot.xpath("details") == []  # nothing passed everywhere
+
+
+def test_the_runs_chart_stacks_every_runs_results_with_dates(page):
+    chart = page.get_element_by_id("runs").xpath(".//svg")[0]
+    dates = [t.xpath("tspan")[0].text for t in chart.xpath(".//text[@class='xtick']")]
+    assert dates == [
+        "2025-01-01",
+        "2025-01-02",
+        "2025-01-03",
+        "2025-01-04",
+        "2025-01-04",
+        "2025-01-05",
+    ]
+    last = [
+        r.xpath("title")[0].text
+        for r in chart.xpath("rect[title]")
+        if "R5," in r.xpath("title")[0].text
+    ]
+    assert [t.split(": ")[1] for t in last] == [
+        "2 unexpected",
+        "1 unexpected pass",
+        "1 known bug",
+        "1 skipped",
+        "4 pass",
+    ]
+    assert [t.text for t in chart.xpath("text[@class='flag']")] == ["1", "2", "1", "2", "3"]
 
 
 def test_the_page_has_flaky_error_and_speedup_sections(page):
@@ -432,7 +535,7 @@ def test_each_failure_has_details_and_a_valid_yaml_case(page, reports):
 
 def test_an_empty_history_gives_a_page_saying_so(tmp_path):
     written = build_reports(tmp_path)
-    assert [p.name for p in written] == ["index.html", "junit.xml", "summary.md"]
+    assert [p.name for p in written] == ["data.js", "index.html", "junit.xml", "summary.md"]
     assert "No runs yet" in (tmp_path / "index.html").read_text()
     assert "No runs yet" in (tmp_path / "summary.md").read_text()
     assert not (tmp_path / "history.sqlite").exists()
@@ -659,11 +762,28 @@ def test_a_latest_run_that_recorded_nothing_still_heads_the_report(tmp_path):
     assert "Run status: environment-unusable — no WebGPU adapter <here>. 0 of 10" in latest_text
     assert "No results recorded in this run." in latest_text
     assert "No earlier run shares a case" in page.get_element_by_id("changes").text_content()
-    assert len(page.get_element_by_id("grid").xpath(".//tbody/tr")) == len(CELLS) + 1
+    shown = page.get_element_by_id("grid").xpath("table[1]/tbody/tr")
+    assert len(shown) + len(folded(tmp_path, "grid")) == len(CELLS) + 1
     junit = etree.parse(str(tmp_path / "junit.xml"))
     etree.XMLSchema(etree.parse(str(JUNIT_XSD))).assertValid(junit)
     assert junit.getroot().get("tests") == "0"
     assert "no WebGPU adapter \\<here\\>" in (tmp_path / "summary.md").read_text()
+
+
+def test_a_history_whose_only_run_recorded_nothing_gives_a_report(tmp_path):
+    store = SqliteHistory(tmp_path / "history.sqlite")
+    try:
+        store.end_run(
+            run_record("R1", "2025-01-01T10:00:00+00:00", "environment-unusable", 3, SUITE)
+        )
+    finally:
+        store.close()
+    build_reports(tmp_path)
+    page = lxml_html.fromstring((tmp_path / "index.html").read_bytes())
+    assert "No results recorded in this run." in page.get_element_by_id("latest").text_content()
+    chart = page.get_element_by_id("runs").xpath(".//svg")[0]
+    assert chart.xpath("rect[title]") == [] and chart.xpath(".//tspan")[0].text == "2025-01-01"
+    assert "No results in the latest run." in page.get_element_by_id("pivot").text_content()
 
 
 # --- from a real run ----------------------------------------------------------------------

@@ -11,6 +11,8 @@ import pandas as pd
 from runner.report.history import History
 from runner.verdicts import FAILING_OUTCOMES as FAILING
 
+FAILING_KINDS = ("unexpected", "xpass")  # the failing outcomes, as kinds (``outcome_kind``)
+
 # A case whose verdict changed this often within the window flaps; one change is a regression
 # or a fix, and shows under "changes" instead.
 FLAKY_MIN_FLIPS = 2
@@ -29,11 +31,38 @@ KIND_LABELS = {
 }
 
 
+# Failures first everywhere: a row's rank is its most urgent kind; pass and skip fold away.
+KIND_RANK = {"unexpected": 0, "xpass": 1, "known": 2, "skipped": 3, "pass": 4}
+QUIET = frozenset({"pass", "skipped"})
+
+# Pivot columns: a backend's modes in the order a sequence runs them.
+MODES = ("eager", "capture", "capture-revisit")
+
+
 def outcome_kind(outcome: str, verdict: str) -> str:
     """pass | known | unexpected | xpass | skipped (keys of ``KIND_LABELS``)."""
     if outcome == "expected":
         return "pass" if verdict == "pass" else "known"
     return {"unexpected-pass": "xpass", "skipped": "skipped"}.get(outcome, "unexpected")
+
+
+def with_kind(results: pd.DataFrame) -> pd.DataFrame:
+    """`results` with a ``kind`` column (``outcome_kind`` of each result)."""
+    kinds = map(outcome_kind, results["outcome"], results["verdict"])
+    return results.assign(kind=pd.Series(list(kinds), index=results.index, dtype=object))
+
+
+def quiet(kinds: pd.DataFrame) -> pd.Series:
+    """Per row of a frame of kinds: nothing but passes, skips and cases that did not run."""
+    return (kinds.isin(QUIET) | kinds.isna()).all(axis=1)
+
+
+def kind_counts(history: History) -> pd.DataFrame:
+    """Results per run (rows: every run, oldest first) and kind (columns, ``KIND_LABELS``
+    order): what the run-by-run chart stacks."""
+    results = with_kind(history.results)
+    counts = pd.crosstab(results["run_id"], results["kind"])
+    return counts.reindex(index=history.runs["run_id"], columns=list(KIND_LABELS), fill_value=0)
 
 
 def latest_run(history: History) -> pd.Series | None:
@@ -119,13 +148,52 @@ def case_facets(results: pd.DataFrame) -> pd.DataFrame:
     return latest.set_index("case_id")[list(FACETS)].sort_index()
 
 
+def _rank(kinds: pd.DataFrame, latest: pd.Series) -> pd.Series:
+    """Failures first: by the latest result's kind when it fails, then rows that failed in
+    another column, then quiet rows."""
+    failing_now = latest.map(KIND_RANK).where(~latest.isin(QUIET))
+    return failing_now.fillna(quiet(kinds).map({False: 3, True: 4}))
+
+
 def status_grid(results: pd.DataFrame, run_ids: list[str]) -> pd.DataFrame:
-    """Case by run: columns (verdict | outcome, run_id); missing where a case did not run."""
-    grid = results.pivot_table(
-        index="case_id", columns="run_id", values=["verdict", "outcome"], aggfunc="last"
+    """Case by run: columns (verdict | outcome | kind, run_id), missing where a case did not
+    run; cases failing in their latest run first, then those that failed earlier, then by id."""
+    results = with_kind(results)
+    fields = ["verdict", "outcome", "kind"]
+    grid = results.pivot_table(index="case_id", columns="run_id", values=fields, aggfunc="last")
+    grid = grid.reindex(columns=pd.MultiIndex.from_product([fields, run_ids]))
+    rank = _rank(grid["kind"], with_kind(case_facets(results))["kind"])
+    return grid.loc[sorted(grid.index, key=lambda case: (rank[case], case))]
+
+
+def latest_pivot(results: pd.DataFrame) -> pd.DataFrame:
+    """One run's results as one row per case without backend and mode (its ``cell`` less the
+    backend: ``model/shape/layout``, or an op test's ``model/file/test/case``) by one column
+    per backend id (backend and build) and mode: columns (verdict | outcome | kind | result_id
+    | suite | bundle, backend, mode). Rows failing first (``KIND_RANK`` of their most urgent
+    cell), then by key."""
+    results = with_kind(results)
+    rows = [
+        cell.removesuffix(f"/{backend}")
+        for cell, backend in zip(results["cell"], results["backend"], strict=True)
+    ]
+    modes = [
+        f"{capture}-revisit" if record.get("revisit") else capture
+        for capture, record in zip(results["capture"], results["record"], strict=True)
+    ]
+    results = results.assign(row=rows, mode=pd.Categorical(modes, categories=MODES))
+    fields = ["verdict", "outcome", "kind", "result_id", "suite", "bundle"]
+    pivot = results.pivot_table(
+        index="row", columns=["backend", "mode"], values=fields, aggfunc="last", observed=True
     )
-    full = pd.MultiIndex.from_product([["verdict", "outcome"], run_ids])
-    return grid.reindex(columns=full).sort_index()
+    # Every field over the same columns: a field with no value in a column (bundle, for
+    # backends without builds) lost it.
+    columns = pivot["kind"].columns
+    pivot = pivot.reindex(
+        columns=pd.MultiIndex.from_tuples([(f, *c) for f in fields for c in columns])
+    )
+    rank = pivot["kind"].apply(lambda column: column.map(KIND_RANK)).min(axis=1)
+    return pivot.loc[sorted(pivot.index, key=lambda row: (rank[row], row))]
 
 
 def flaky_cases(results: pd.DataFrame, min_flips: int = FLAKY_MIN_FLIPS) -> pd.DataFrame:
@@ -146,10 +214,12 @@ def flaky_cases(results: pd.DataFrame, min_flips: int = FLAKY_MIN_FLIPS) -> pd.D
 
 
 def error_trends(results: pd.DataFrame) -> pd.DataFrame:
-    """Per case: its max abs error in each run (run_index -> error), latest, worst, tolerance.
+    """Per case: its max abs error in each run (run_index -> error), latest, worst, tolerance,
+    and whether the worst exceeds the tolerance (``over``).
 
-    Cases that never produced a finite error are left out; the worst relative to tolerance
-    come first.
+    Cases that never produced a finite error are left out. Those over tolerance come first,
+    failing in their latest run first (``KIND_RANK``), each group the worst relative to
+    tolerance first.
     """
     measured = results.dropna(subset=["max_abs_error"]).sort_values("run_index", kind="stable")
     measured = measured.assign(
@@ -164,9 +234,20 @@ def error_trends(results: pd.DataFrame) -> pd.DataFrame:
             "tolerance": grouped["tolerance_abs"].last(),
         }
     ).join(case_facets(results))
-    table = table.assign(_ratio=table["worst"] / table["tolerance"].where(table["tolerance"] > 0))
-    table = table.sort_values(["_ratio", "worst"], ascending=False, na_position="last")
-    return table.drop(columns="_ratio").rename_axis("case_id").reset_index()
+    ratio = table["worst"] / table["tolerance"].where(table["tolerance"] > 0)
+    table = table.assign(
+        over=ratio > 1, _ratio=ratio, _rank=with_kind(table)["kind"].map(KIND_RANK)
+    )
+    table = (
+        table.rename_axis("case_id")
+        .reset_index()
+        .sort_values(
+            ["over", "_rank", "_ratio", "worst", "case_id"],
+            ascending=[False, True, False, False, True],
+            na_position="last",
+        )
+    )
+    return table.drop(columns=["_ratio", "_rank"]).reset_index(drop=True)
 
 
 def speedups(results: pd.DataFrame) -> pd.DataFrame:
@@ -175,7 +256,8 @@ def speedups(results: pd.DataFrame) -> pd.DataFrame:
     eager = results[results["capture"] == "eager"][["run_id", "cell", "median_run_ms"]]
     paired = capture.merge(eager, on=["run_id", "cell"], suffixes=("", "_eager"))
     paired = paired.assign(speedup=paired["median_run_ms_eager"] / paired["median_run_ms"])
-    finite = paired["speedup"].map(lambda v: math.isfinite(v) and v > 0)
+    speedup = pd.to_numeric(paired["speedup"])
+    finite = speedup.gt(0) & speedup.lt(math.inf)  # a boolean mask even when empty
     return paired[finite][["run_id", "run_index", "backend", "bundle", "case_id", "speedup"]]
 
 

@@ -1,8 +1,14 @@
-"""The report page: one self-contained HTML file (inline CSS, inline SVG, a small filter script).
+"""The report page: one HTML file (inline CSS, inline SVG, a small script) and ``data.js``
+beside it.
 
-Every value that comes from a suite or a run (case ids, messages, bug links, suite names,
-reasons, environment) passes through ``esc``; pandas tables use ``to_html(escape=True)``. A
-Content-Security-Policy forbids every request, so the page reads the same offline.
+Failures come first everywhere. What passed (and failing rows past the first ``SHOWN_ROWS`` of a
+list) is folded: the pivot's passing rows inline, the long lists' rows in ``data.js``, loaded
+when a fold is first opened, so a run of 2,000 results stays a page well under 1 MB that opens
+at once. Every value that comes from a suite or a run (case ids, messages, bug links, suite
+names, reasons, environment) passes through ``esc``, in the page and in ``data.js`` alike (it
+holds rows rendered by the same code); pandas tables use ``to_html(escape=True)``. A
+Content-Security-Policy forbids every request but that one script beside the page, so it
+reads the same offline, from disk.
 """
 
 from __future__ import annotations
@@ -17,14 +23,20 @@ from typing import Any
 import pandas as pd
 
 from runner.report import analysis
-from runner.report.analysis import KIND_LABELS, outcome_kind
+from runner.report.analysis import KIND_LABELS, KIND_RANK, outcome_kind
 from runner.report.history import History
 from runner.report.links import bug_url
 from runner.report.newcase import case_snippet, node_text
-from runner.report.svg import line_chart, sparkline
+from runner.report.svg import line_chart, sparkline, stacked_bars
 from runner.verdicts import VERDICTS
 
 GRID_RUNS = 20  # runs shown in the status grid and used for flakiness and trends
+
+# Failing rows a list shows before it folds the rest away with the passing ones: bounds the page
+# however much fails.
+SHOWN_ROWS = 100
+
+DATA_FILE = "data.js"  # the folded rows, beside index.html
 
 FILTERS = {"backend": "backend", "bundle": "build", "verdict": "verdict", "suite": "suite"}
 
@@ -46,7 +58,7 @@ VERDICT_CODES = {  # one per runner.verdicts.VERDICTS; the legend lists them in 
 }
 
 CSP = (
-    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'self' 'unsafe-inline'; "
     "img-src data:; base-uri 'none'; form-action 'none'"
 )
 
@@ -103,8 +115,16 @@ svg .ylabel { text-anchor: middle; }
 svg .grid { stroke: #eaecef; } svg .baseline { stroke: #8c959f; stroke-dasharray: 4 3; }
 svg.spark .line { fill: none; stroke: #0b5cad; stroke-width: 1.5; }
 svg.spark .dot { fill: #0b5cad; } svg.spark .over { fill: #c62828; }
+svg .flag { text-anchor: middle; fill: #d1242f; font-weight: 700; }
 svg.spark .tol { stroke: #c62828; stroke-dasharray: 3 3; stroke-width: 1; }
 .muted { color: #59636e; }
+details.fold { margin: 8px 0 0; }
+details.fold > summary { cursor: pointer; color: #0b5cad; }
+.pivot th.mode { font-size: 11px; font-weight: 500; text-align: center; }
+.pivot td.v a { color: inherit; text-decoration: none; }
+svg .k-pass { fill: #4ac26b; } svg .k-known { fill: #e3b341; }
+svg .k-unexpected { fill: #d1242f; } svg .k-xpass { fill: #388bfd; }
+svg .k-skipped { fill: #afb8c1; }
 [hidden] { display: none !important; }
 section, details, tr { scroll-margin-top: 150px; }  /* anchors clear the sticky header */
 """
@@ -113,27 +133,96 @@ SCRIPT = """
 (() => {
   const form = document.getElementById("filters");
   const keys = Array.from(form.querySelectorAll("select"), (select) => select.name);
-  const rows = document.querySelectorAll("[data-filter]");
+  // A row matches a filter on its own value (data-KEY), or on one of the values of its
+  // columns (data-any-KEY, space-separated: the pivot's rows span backends and verdicts).
+  function matches(row, key) {
+    const wanted = form.elements[key].value;
+    if (!wanted) return true;
+    if (row.dataset[key] !== undefined) return row.dataset[key] === wanted;
+    const any = row.dataset[`any${key[0].toUpperCase()}${key.slice(1)}`];
+    return any === undefined || any.split(" ").includes(wanted);
+  }
   function apply() {
+    const rows = document.querySelectorAll("[data-filter]");
     let shown = 0;
     for (const row of rows) {
-      const keep = keys.every((key) => {
-        const wanted = form.elements[key].value;
-        return !wanted || row.dataset[key] === undefined || row.dataset[key] === wanted;
-      });
+      const keep = keys.every((key) => matches(row, key));
       row.hidden = !keep;
       shown += keep ? 1 : 0;
     }
-    document.getElementById("shown").textContent = `${shown} of ${rows.length} rows shown`;
+    const folded = document.querySelectorAll("[data-fold]:not([data-filled])").length;
+    document.getElementById("shown").textContent =
+      `${shown} of ${rows.length} rows shown` + (folded ? "; folded rows load when opened" : "");
   }
   form.addEventListener("change", apply);
   document.getElementById("clear").addEventListener("click", () => {
     for (const key of keys) form.elements[key].value = "";
     apply();
   });
+
+  // Folded rows live in data.js beside the page: loaded once, when a fold is first opened,
+  // and each fold's rows inserted when that fold is.
+  const bodies = document.querySelectorAll("[data-fold]");
+  let loading = null;
+  function load() {
+    loading ??= new Promise((resolve, reject) => {
+      const script = document.createElement("script");
+      script.src = "__DATA_FILE__";
+      script.onload = () => {
+        const data = window.REPORT_DATA;
+        if (data?.build === document.body.dataset.build) resolve(data.folds);
+        else reject(new Error("__DATA_FILE__ beside this page belongs to another build of it"));
+      };
+      script.onerror = () => reject(new Error("__DATA_FILE__ beside this page did not load"));
+      document.head.append(script);
+    }).catch((error) => {
+      for (const body of bodies) {
+        body.closest("details").querySelector("summary").append(` (${error.message})`);
+      }
+      return null;
+    });
+    return loading;
+  }
+  function fill(body, folds) {
+    if (!folds || body.dataset.filled !== undefined) return;
+    body.innerHTML = folds[body.dataset.fold];  // markup the report rendered and escaped
+    body.dataset.filled = "";
+    apply();
+  }
+  for (const body of bodies) {
+    const fold = body.closest("details");
+    fold.addEventListener("toggle", () => fold.open && load().then((folds) => fill(body, folds)));
+  }
+  // A link to a row that is still folded away: load the folds, open its fold, go there.
+  function reveal(id) {
+    const target = document.getElementById(id);
+    if (!target) return;
+    for (let fold = target.closest("details"); fold; fold = fold.parentElement.closest("details")) {
+      fold.open = true;
+    }
+    target.scrollIntoView();
+  }
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest('a[href^="#"]');
+    const id = link && decodeURIComponent(link.hash.slice(1));
+    if (!id || document.getElementById(id)) return;
+    event.preventDefault();
+    history.pushState(null, "", link.hash);
+    find(id);
+  });
+  function find(id) {
+    load().then((folds) => {
+      for (const body of bodies) {
+        if (folds?.[body.dataset.fold].includes(`id="${id}"`)) fill(body, folds);
+      }
+      reveal(id);
+    });
+  }
+  const wanted = decodeURIComponent(location.hash.slice(1));
+  if (wanted && !document.getElementById(wanted)) find(wanted);
   apply();
 })();
-"""
+""".replace("__DATA_FILE__", DATA_FILE)
 
 
 def esc(value: Any) -> str:
@@ -189,11 +278,75 @@ def _section(section_id: str, title: str, body: str) -> str:
     return f'<section id="{section_id}"><h2>{esc(title)}</h2>{body}</section>'
 
 
-def _table(headers: list[str], rows: list[str], numeric: set[str] = frozenset()) -> str:
-    head = "".join(
+def _head(headers: list[str], numeric: set[str] = frozenset()) -> str:
+    cells = "".join(
         f'<th class="num">{esc(h)}</th>' if h in numeric else f"<th>{esc(h)}</th>" for h in headers
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return f"<table><thead><tr>{cells}</tr></thead>"
+
+
+def _table(head: str, rows: list[str]) -> str:
+    return f"{head}<tbody>{''.join(rows)}</tbody></table>" if rows else ""
+
+
+def _split(rows: list[str], failing: list[bool]) -> tuple[list[str], list[str], int]:
+    """The failing rows a list shows (the first ``SHOWN_ROWS``), the rows it folds (the rest,
+    in order), and how many of those fail."""
+    shown = set([i for i, fails in enumerate(failing) if fails][:SHOWN_ROWS])
+    folded = [row for i, row in enumerate(rows) if i not in shown]
+    return [rows[i] for i in sorted(shown)], folded, sum(failing) - len(shown)
+
+
+def _fold_label(quiet: int, quiet_text: str, more: int, noun: str) -> str:
+    """What a fold holds, e.g. '12 more failing cases (past the first 100) and 1,800 cases that
+    passed or were skipped'."""
+    parts = [f"{more:,} more {noun} (past the first {SHOWN_ROWS})"] if more else []
+    return " and ".join(parts + ([f"{quiet:,} {quiet_text}"] if quiet else []))
+
+
+def _fold(
+    folds: dict[str, str] | None, name: str, label: str, items: list[str], head: str | None
+) -> str:
+    """`items` (table rows under `head`, else blocks) in a closed <details> under `label`:
+    inline when `folds` is None, else kept in `folds` for data.js and inserted when the fold is
+    first opened."""
+    if not items:
+        return ""
+    body, attrs, note = "".join(items), "", ""
+    if folds is not None:
+        folds[name] = body
+        body, attrs = "", f' data-fold="{esc(name)}"'
+        note = (
+            f'<noscript><p class="muted">These rows are in {DATA_FILE} beside this page and '
+            "need scripts to show.</p></noscript>"
+        )
+    inner = f"{head}<tbody{attrs}>{body}</tbody></table>" if head else f"<div{attrs}>{body}</div>"
+    return f'<details class="fold"><summary>{esc(label)}</summary>{inner}{note}</details>'
+
+
+def any_attrs(suite: str, values: Mapping[str, list[str]]) -> str:
+    """Filter attributes of a row that spans several backends and verdicts: it matches a
+    filter when one of its columns does (``data-any-KEY``, space-separated: backend ids,
+    builds and verdicts hold no spaces)."""
+    lists = " ".join(f'data-any-{k}="{esc(" ".join(dict.fromkeys(v)))}"' for k, v in values.items())
+    return f'data-filter data-suite="{esc(suite)}" {lists}'
+
+
+def _listing(
+    folds: dict[str, str] | None,
+    name: str,
+    head: str | None,
+    rows: list[str],
+    failing: list[bool],
+    noun: str,
+    quiet_text: str = "",
+) -> str:
+    """A list's failing rows (sorted first), up to ``SHOWN_ROWS``; the rest folded (into
+    data.js unless `folds` is None). Without `head` the rows are blocks, not table rows."""
+    shown, folded, more = _split(rows, failing)
+    label = _fold_label(len(folded) - more, quiet_text, more, noun)
+    listed = _table(head, shown) if head else "".join(shown)
+    return listed + _fold(folds, name, label, folded, head)
 
 
 def _flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -303,7 +456,9 @@ def _latest_section(latest: pd.Series, results: pd.DataFrame) -> str:
     return _section("latest", "Latest run", "".join(body))
 
 
-def _changes_section(changed: pd.DataFrame, previous: pd.Series | None, detailed: set[str]) -> str:
+def _changes_section(
+    changed: pd.DataFrame, previous: pd.Series | None, detailed: set[str], folds: dict[str, str]
+) -> str:
     if previous is None:
         return _section(
             "changes",
@@ -334,17 +489,106 @@ def _changes_section(changed: pd.DataFrame, previous: pd.Series | None, detailed
             f"<td>{badge(row['outcome'], row['verdict'], row['verdict'])}</td>"
             f"<td>{bug_html(row['bug'])}</td></tr>"
         )
-    table = _table(["change", "case", "before", "now", "bug"], rows)
+    head = _head(["change", "case", "before", "now", "bug"])
+    table = _listing(folds, "changes", head, rows, [True] * len(rows), "changes")
     return _section("changes", "Changes since the previous comparable run", intro + table)
 
 
 def _legend() -> str:
     kinds = "".join(f'<span class="badge o-{k}">{esc(v)}</span> ' for k, v in KIND_LABELS.items())
     codes = ", ".join(f"{esc(VERDICT_CODES[name])} {esc(name)}" for name in VERDICTS)
+    codes += ", blank: not run"
     return f'<p>{kinds}<br><span class="muted">{codes}</span></p>'
 
 
-def _grid_section(window: pd.DataFrame, run_ids: list[str], runs: pd.DataFrame) -> str:
+def _cell(verdict: Any, outcome: Any, kind: Any, title: str = "", target: str = "") -> str:
+    """One verdict as a coloured code; a link to its failure block when it has one. A pass
+    says so by its colour alone (thousands of them: no tooltip)."""
+    if _missing(verdict):
+        return '<td class="v"></td>'
+    if kind == "pass":
+        return f'<td class="v o-pass">{VERDICT_CODES["pass"]}</td>'
+    code = esc(VERDICT_CODES.get(verdict, "?"))
+    if target:
+        code = f'<a href="#{esc(target)}">{code}</a>'
+    return f'<td class="v o-{kind}" title="{esc(title)}{esc(verdict)} ({esc(outcome)})">{code}</td>'
+
+
+def _runs_section(history: History) -> str:
+    counts = analysis.kind_counts(history)
+    started = history.runs.set_index("run_id")["started"]
+    bars = []
+    for run_id, row in counts.iterrows():
+        when = pd.to_datetime(started[run_id], errors="coerce", utc=True)
+        label = ("?",) if pd.isna(when) else (f"{when:%Y-%m-%d}", f"{when:%H:%M}")
+        bars.append((label, f"{run_id}, started {started[run_id]}", row.to_dict()))
+    kinds = {kind: KIND_LABELS[kind] for kind in sorted(KIND_LABELS, key=KIND_RANK.get)}
+    chart = stacked_bars(bars, kinds, "results per run", "results", analysis.FAILING_KINDS)
+    intro = (
+        f"<p>Every run in the history ({len(counts)}), by start time (UTC): its results stacked "
+        "by how they read against the suite's expectations, failures at the bottom; the red "
+        "number above a bar counts the results that fail the run.</p>"
+    )
+    return _section("runs", "Results per run", intro + chart)
+
+
+def _pivot_section(latest: pd.DataFrame, detailed: set[str]) -> str:
+    title = "Latest run: case by backend and mode"
+    if latest.empty:
+        return _section("pivot", title, '<p class="muted">No results in the latest run.</p>')
+    pivot = analysis.latest_pivot(latest)
+    columns = pivot["kind"].columns
+    fields = ("verdict", "outcome", "kind", "result_id", "suite", "bundle")
+    arrays = {f: pivot[f].to_numpy() for f in fields}
+    backends = columns.get_level_values(0)
+    top = "".join(
+        f'<th colspan="{(backends == b).sum()}">{esc(b)}</th>' for b in dict.fromkeys(backends)
+    )
+    modes = "".join(f'<th class="mode">{esc(mode)}</th>' for _, mode in columns)
+    head = (
+        f'<table class="grid pivot"><thead><tr><th rowspan="2">case</th>{top}</tr>'
+        f"<tr>{modes}</tr></thead>"
+    )
+    rows = []
+    for n, key in enumerate(pivot.index):
+        values = {f: array[n] for f, array in arrays.items()}
+        ran = [i for i, kind in enumerate(values["kind"]) if not _missing(kind)]
+        cells = "".join(
+            _cell(
+                *(values[f][i] for f in ("verdict", "outcome", "kind")),
+                target=result_anchor(values["result_id"][i])
+                if values["result_id"][i] in detailed
+                else "",
+            )
+            for i in range(len(columns))
+        )
+        lists = {
+            "backend": [backends[i] for i in ran],
+            "bundle": [
+                NO_BUNDLE if _missing(values["bundle"][i]) else values["bundle"][i] for i in ran
+            ],
+            "verdict": sorted({values["verdict"][i] for i in ran}),
+        }
+        rows.append(
+            f"<tr {any_attrs(values['suite'][ran[0]], lists)}>"
+            f'<td class="case">{esc(key)}</td>{cells}</tr>'
+        )
+    failing = (~analysis.quiet(pivot["kind"])).tolist()
+    intro = (
+        f"<p>{len(latest)} results as {len(pivot)} cases (one per model, shape and layout, "
+        "or op test case) by backend, build and mode. Failures first; a failing verdict links "
+        "to its details.</p>"
+    )
+    # Its folded rows stay inline (folds=None): a few hundred at most, readable without scripts.
+    body = _listing(
+        None, "pivot", head, rows, failing, "failing cases", "cases that passed or were skipped"
+    )
+    return _section("pivot", title, intro + _legend() + body)
+
+
+def _grid_section(
+    window: pd.DataFrame, run_ids: list[str], runs: pd.DataFrame, folds: dict[str, str]
+) -> str:
     title = f"Case by run (last {len(run_ids)} runs)"
     if window.empty:
         return _section("grid", title, '<p class="muted">No results yet.</p>')
@@ -357,28 +601,27 @@ def _grid_section(window: pd.DataFrame, run_ids: list[str], runs: pd.DataFrame) 
         f'{esc(record.at[r, "status"])}">{_run_label(position[r])}</th>'
         for r in run_ids
     )
-    rows = []
-    for case_id in grid.index:
-        cells = []
-        for r in run_ids:
-            verdict, outcome = grid.at[case_id, ("verdict", r)], grid.at[case_id, ("outcome", r)]
-            if _missing(verdict):
-                cells.append('<td class="v" title="not run"></td>')
-                continue
-            kind = outcome_kind(outcome, verdict)
-            cells.append(
-                f'<td class="v o-{kind}" title="{esc(r)}: {esc(verdict)} '
-                f'({esc(outcome)})">{esc(VERDICT_CODES.get(verdict, "?"))}</td>'
-            )
-        rows.append(
-            f'<tr id="{case_anchor(case_id)}" {facet_attrs(facets.loc[case_id])}>'
-            f'<td class="case">{esc(case_id)}</td>{"".join(cells)}</tr>'
+    head = f'<table class="grid"><thead><tr><th>case</th>{head}</tr></thead>'
+    fields = [grid[f].to_numpy() for f in ("verdict", "outcome", "kind")]
+    rows = [
+        f'<tr id="{case_anchor(case_id)}" {facet_attrs(facets.loc[case_id])}>'
+        f'<td class="case">{esc(case_id)}</td>'
+        + "".join(
+            _cell(*(f[n, i] for f in fields), title=f"{_run_label(position[r])} {r}: ")
+            for i, r in enumerate(run_ids)
         )
-    table = (
-        f'<table class="grid"><thead><tr><th>case</th>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        + "</tr>"
+        for n, case_id in enumerate(grid.index)
+    ]
+    failing = (~analysis.quiet(grid["kind"])).tolist()
+    intro = (
+        "<p>Cases failing in their latest run first, then those that failed in an earlier "
+        "one; the cases that only passed or were skipped are folded.</p>"
     )
-    return _section("grid", title, _legend() + table)
+    table = _listing(
+        folds, "grid", head, rows, failing, "failing cases", "cases that passed or were skipped"
+    )
+    return _section("grid", title, intro + _legend() + table)
 
 
 def _strip(verdicts: list[str], outcomes: list[str]) -> str:
@@ -393,7 +636,7 @@ def _strip(verdicts: list[str], outcomes: list[str]) -> str:
     )
 
 
-def _flaky_section(flaky: pd.DataFrame) -> str:
+def _flaky_section(flaky: pd.DataFrame, folds: dict[str, str]) -> str:
     title = "Flaky cases"
     intro = (
         f"<p>Cases whose verdict flipped {analysis.FLAKY_MIN_FLIPS} or more times in the "
@@ -407,14 +650,13 @@ def _flaky_section(flaky: pd.DataFrame) -> str:
         f"<td>{_strip(row['verdicts'], row['outcomes'])}</td></tr>"
         for row in flaky.to_dict("records")
     ]
+    head = _head(["case", "flips", "runs", "verdicts"], {"flips", "runs"})
     return _section(
-        "flaky",
-        title,
-        intro + _table(["case", "flips", "runs", "verdicts"], rows, {"flips", "runs"}),
+        "flaky", title, intro + _listing(folds, "flaky", head, rows, [True] * len(rows), "cases")
     )
 
 
-def _errors_section(trends: pd.DataFrame, x_range: tuple[int, int]) -> str:
+def _errors_section(trends: pd.DataFrame, x_range: tuple[int, int], folds: dict[str, str]) -> str:
     title = "Error trends (max abs error against the CPU reference)"
     if trends.empty:
         return _section("errors", title, '<p class="muted">No finite errors recorded.</p>')
@@ -439,18 +681,21 @@ def _errors_section(trends: pd.DataFrame, x_range: tuple[int, int]) -> str:
         )
     intro = (
         "<p>Log scale; the dashed red line is the case's tolerance, red dots exceed it. "
-        "Worst relative to tolerance first.</p>"
+        "Worst relative to tolerance first; the cases always within tolerance are folded.</p>"
     )
-    return _section(
+    head = _head(
+        ["case", "over runs", "latest", "worst", "tolerance"], {"latest", "worst", "tolerance"}
+    )
+    table = _listing(
+        folds,
         "errors",
-        title,
-        intro
-        + _table(
-            ["case", "over runs", "latest", "worst", "tolerance"],
-            rows,
-            {"latest", "worst", "tolerance"},
-        ),
+        head,
+        rows,
+        trends["over"].tolist(),
+        "cases over tolerance",
+        "cases within tolerance in every run",
     )
+    return _section("errors", title, intro + table)
 
 
 def _speedup_section(pairs: pd.DataFrame) -> str:
@@ -474,25 +719,26 @@ def _speedup_section(pairs: pd.DataFrame) -> str:
         baseline=1.0,
     )
     latest_index = pairs.groupby("backend")["run_index"].max()
+    latest = pairs[pairs["run_index"] == pairs["backend"].map(latest_index)]
     rows = []
-    for backend, group in pairs.groupby("backend"):
-        now = group[group["run_index"] == latest_index[backend]]["speedup"]
-        bundle = group["bundle"].iloc[0]
+    for backend, now in sorted(latest.groupby("backend"), key=lambda g: g[1]["speedup"].median()):
+        bundle = now["bundle"].iloc[0]
         rows.append(
             f"<tr {facet_attrs({'backend': backend, 'bundle': bundle}, ('backend', 'bundle'))}>"
             f"<td>{esc(backend)}</td><td>{_run_label(int(latest_index[backend]))}</td>"
-            f'<td class="num">{len(now)}</td><td class="num">{now.median():.2f}x</td>'
-            f'<td class="num">{now.min():.2f}x</td><td class="num">{now.max():.2f}x</td></tr>'
+            f'<td class="num">{len(now)}</td><td class="num">{now["speedup"].median():.2f}x</td>'
+            f'<td class="num">{now["speedup"].min():.2f}x</td>'
+            f'<td class="num">{now["speedup"].max():.2f}x</td></tr>'
         )
-    table = _table(
+    head = _head(
         ["backend", "latest run", "cases", "median", "min", "max"],
-        rows,
         {"cases", "median", "min", "max"},
     )
     intro = (
         "<p>Per backend and build, the median over capture cases whose eager twin ran in "
-        "the same run; the dashed line is 1x (replay no faster than eager).</p>"
+        "the same run, slowest first; the dashed line is 1x (replay no faster than eager).</p>"
     )
+    table = _table(head, rows)
     return _section("speedup", title, intro + chart + table)
 
 
@@ -560,19 +806,23 @@ def _failure(record: dict[str, Any]) -> str:
     )
 
 
-def _failures_section(failures: pd.DataFrame) -> str:
+def _failures_section(failures: pd.DataFrame, folds: dict[str, str]) -> str:
     title = "Failures in the latest run"
     if failures.empty:
         return _section("failures", title, '<p class="muted">No failing verdicts.</p>')
     intro = "<p>Unexpected results first (open); known bugs follow, collapsed.</p>"
-    return _section("failures", title, intro + "".join(_failure(r) for r in failures["record"]))
+    blocks = [_failure(r) for r in failures["record"]]
+    listed = _listing(folds, "failures", None, blocks, [True] * len(blocks), "failures")
+    return _section("failures", title, intro + listed)
 
 
 # --- the page -----------------------------------------------------------------------------
 
 SECTIONS = (
     ("latest", "latest run"),
+    ("runs", "runs"),
     ("changes", "changes"),
+    ("pivot", "case × backend"),
     ("grid", "case × run"),
     ("flaky", "flaky"),
     ("errors", "errors"),
@@ -581,20 +831,26 @@ SECTIONS = (
 )
 
 
-def _page(title: str, header: str, body: str) -> str:
+def _page(title: str, header: str, body: str, folds: dict[str, str]) -> tuple[str, str]:
+    """The page and its data.js; the page accepts only the data.js of its own build."""
+    data = json.dumps(folds, sort_keys=True)
+    build = hashlib.sha1(data.encode()).hexdigest()[:16]
+    script = f'window.REPORT_DATA = {{"build": "{build}", "folds": {data}}};\n'
     nav = "".join(f'<a href="#{k}">{esc(v)}</a>' for k, v in SECTIONS)
-    return (
+    html = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>"
+        f'<title>{esc(title)}</title><style>{STYLE}</style></head><body data-build="{build}">'
         f"<header><h1>{esc(title)}</h1>{header}<nav>{nav}</nav></header>"
         f"<main>{body}</main><script>{SCRIPT}</script></body></html>\n"
     )
+    return html, script
 
 
-def render_page(history: History, built_at: str, grid_runs: int = GRID_RUNS) -> str:
-    """The whole report as one HTML document."""
+def render_page(history: History, built_at: str, grid_runs: int = GRID_RUNS) -> tuple[str, str]:
+    """The whole report: the HTML document, and the script (``DATA_FILE``) holding its folded
+    rows."""
     title = "WebGPU capture regression report"
     latest = analysis.latest_run(history)
     if latest is None:
@@ -606,7 +862,7 @@ def render_page(history: History, built_at: str, grid_runs: int = GRID_RUNS) -> 
             "<code>python -m runner run</code> (or <code>nox -s regress</code>), "
             "then <code>python -m runner report</code>.</p>",
         )
-        return _page(title, header, body)
+        return _page(title, header, body, {})
     latest_results = history.run_results(latest["run_id"])
     previous_id = analysis.previous_comparable(history, latest["run_id"])
     previous = history.runs[history.runs["run_id"] == previous_id].iloc[0] if previous_id else None
@@ -614,6 +870,7 @@ def render_page(history: History, built_at: str, grid_runs: int = GRID_RUNS) -> 
     run_ids = analysis.recent_runs(history, grid_runs)
     window = analysis.in_runs(history, run_ids)
     failures = analysis.report_failures(latest_results)
+    detailed = set(failures["result_id"])
     positions = history.runs.index[history.runs["run_id"].isin(run_ids)]
     x_range = (int(positions.min()), int(positions.max())) if len(positions) else (0, 0)
     header = (
@@ -621,15 +878,18 @@ def render_page(history: History, built_at: str, grid_runs: int = GRID_RUNS) -> 
         + _glance(latest_results, changed, latest, previous_id)
         + _filters(pd.concat([window, latest_results]))
     )
+    folds: dict[str, str] = {}
     body = "".join(
         [
             _latest_section(latest, latest_results),
-            _changes_section(changed, previous, set(failures["result_id"])),
-            _grid_section(window, run_ids, history.runs),
-            _flaky_section(analysis.flaky_cases(window)),
-            _errors_section(analysis.error_trends(window), x_range),
+            _runs_section(history),
+            _changes_section(changed, previous, detailed, folds),
+            _pivot_section(latest_results, detailed),
+            _grid_section(window, run_ids, history.runs, folds),
+            _flaky_section(analysis.flaky_cases(window), folds),
+            _errors_section(analysis.error_trends(window), x_range, folds),
             _speedup_section(analysis.speedups(window)),
-            _failures_section(failures),
+            _failures_section(failures, folds),
         ]
     )
-    return _page(title, header, body)
+    return _page(title, header, body, folds)

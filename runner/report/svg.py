@@ -1,4 +1,5 @@
-"""Small inline SVG charts: a sparkline for one case's errors, a line chart for speedups.
+"""Small inline SVG charts: a sparkline for one case's errors, a line chart for speedups, stacked
+bars for verdict counts per run.
 
 Hand-written so the report needs no plotting library and no script to draw; every text that
 reaches the markup is escaped.
@@ -69,6 +70,21 @@ def _ticks(hi: float, count: int = 4) -> list[float]:
     return [step * k for k in range(count + 2) if step * (k - 1) < hi]
 
 
+def _y_axis(ticks, y, xs: tuple[int, int], ys: tuple[int, int], label: str) -> list[str]:
+    """Grid lines with their tick values, and the axis label turned upright."""
+    parts = [
+        f'<line x1="{xs[0]}" x2="{xs[1]}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" class="grid"/>'
+        f'<text x="{xs[0] - 6}" y="{y(tick) + 4:.1f}" class="ytick">{tick:g}</text>'
+        for tick in ticks
+    ]
+    middle = (ys[0] + ys[1]) / 2
+    parts.append(
+        f'<text x="14" y="{middle:.0f}" class="ylabel" transform="rotate(-90 14 {middle:.0f})">'
+        f"{escape(label)}</text>"
+    )
+    return parts
+
+
 def line_chart(
     series: dict[str, list[tuple[int, float]]],
     x_labels: dict[int, str],
@@ -95,18 +111,7 @@ def line_chart(
         f'role="img" aria-label="{escape(title)}">',
         f'<text x="{left}" y="16" class="title">{escape(title)}</text>',
     ]
-    for tick in ticks:
-        ty = y(tick)
-        parts.append(
-            f'<line x1="{left}" x2="{width - right}" y1="{ty:.1f}" y2="{ty:.1f}" '
-            f'class="grid"/><text x="{left - 6}" y="{ty + 4:.1f}" class="ytick">'
-            f"{tick:g}</text>"
-        )
-    parts.append(
-        f'<text x="14" y="{(top + height - bottom) / 2:.0f}" class="ylabel" '
-        f'transform="rotate(-90 14 {(top + height - bottom) / 2:.0f})">'
-        f"{escape(y_label)}</text>"
-    )
+    parts += _y_axis(ticks, y, (left, width - right), (top, height - bottom), y_label)
     every = max(1, math.ceil(len(xs) / 12))
     for n, i in enumerate(xs):
         if n % every == 0 or i == xs[-1]:
@@ -132,6 +137,67 @@ def line_chart(
         parts.append(
             f'<rect x="{legend_x}" y="{height - 14}" width="10" height="10" '
             f'fill="{color}"/><text x="{legend_x + 14}" y="{height - 5}" '
+            f'class="legend">{escape(name)}</text>'
+        )
+        legend_x += 24 + len(name) * 7
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def stacked_bars(
+    bars: list[tuple[tuple[str, ...], str, dict[str, int]]],
+    kinds: dict[str, str],
+    title: str,
+    y_label: str,
+    flagged: tuple[str, ...] = (),
+    width: int = 720,
+    height: int = 240,
+) -> str:
+    """One bar per x position, stacked by kind (bottom up, in `kinds` order; class ``k-KIND``
+    colours a segment). Each bar is (x label lines, tooltip heading, count per kind); as many x
+    labels are drawn as fit side by side, each line of a label below the last. The `flagged`
+    kinds' total is written above each bar where it is not zero (a handful of failures among
+    thousands of passes is a sliver), while bars are wide enough for it."""
+    left, right, top, bottom = 56, 16, 28, 62
+    ticks = _ticks(max([sum(counts.values()) for _, _, counts in bars] + [1]))
+    y = _scale(0, ticks[-1], height - bottom, top)
+    slot = (width - left - right) / max(len(bars), 1)
+    bar = max(slot * 0.7, 1.0)
+    parts = [
+        f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'role="img" aria-label="{escape(title)}">',
+        f'<text x="{left}" y="16" class="title">{escape(title)}</text>',
+    ]
+    parts += _y_axis(ticks, y, (left, width - right), (top, height - bottom), y_label)
+    widest = max((len(line) for label, _, _ in bars for line in label), default=0) * 6.5 + 10
+    every = max(1, math.ceil(widest / slot))  # labels that do not overlap
+    for n, (label, heading, counts) in enumerate(bars):
+        cx = left + slot * (n + 0.5)
+        base = 0
+        for kind, name in kinds.items():
+            count = counts.get(kind, 0)
+            if count:
+                parts.append(
+                    f'<rect x="{cx - bar / 2:.1f}" y="{y(base + count):.1f}" width="{bar:.1f}" '
+                    f'height="{y(base) - y(base + count):.1f}" class="k-{escape(kind)}">'
+                    f"<title>{escape(heading)}: {count} {escape(name)}</title></rect>"
+                )
+            base += count
+        flags = sum(counts.get(kind, 0) for kind in flagged)
+        if flags and slot >= 16:
+            parts.append(f'<text x="{cx:.1f}" y="{y(base) - 4:.1f}" class="flag">{flags}</text>')
+        last = len(bars) - 1
+        if n == last or (n % every == 0 and last - n >= every):
+            lines = "".join(
+                f'<tspan x="{cx:.1f}" dy="{0 if i == 0 else 13}">{escape(line)}</tspan>'
+                for i, line in enumerate(label)
+            )
+            parts.append(f'<text y="{height - bottom + 16}" class="xtick">{lines}</text>')
+    legend_x = left
+    for kind, name in kinds.items():
+        parts.append(
+            f'<rect x="{legend_x}" y="{height - 14}" width="10" height="10" '
+            f'class="k-{escape(kind)}"/><text x="{legend_x + 14}" y="{height - 5}" '
             f'class="legend">{escape(name)}</text>'
         )
         legend_x += 24 + len(name) * 7
