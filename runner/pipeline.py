@@ -23,7 +23,7 @@ from runner.backends import REGISTRY, open_backend
 from runner.backends.base import Backend, BackendOptions, BackendRun
 from runner.environment import base_environment
 from runner.errors import EnvironmentUnusable, ExitCode
-from runner.history import CaseResult, RunFolder, SqliteHistory
+from runner.history import CaseResult, RunFolder, RunRecord, RunStatus, SqliteHistory
 from runner.judge import Evidence, judge
 from runner.localize import LOCALIZED_VERDICTS, first_divergent_node
 from runner.matrix import Case
@@ -44,7 +44,7 @@ def _now() -> str:
 @dataclass(frozen=True)
 class RunSummary:
     run_id: str
-    status: str  # complete | incomplete | environment-unusable
+    status: RunStatus
     results: tuple[CaseResult, ...]
     references_computed: int
     message: str = ""
@@ -52,11 +52,11 @@ class RunSummary:
 
     @property
     def exit_code(self) -> ExitCode:
-        if self.status == "environment-unusable":
+        if self.status == RunStatus.ENVIRONMENT_UNUSABLE:
             return ExitCode.ENVIRONMENT
         if self.interrupted:
             return ExitCode.INTERRUPTED
-        if self.status == "incomplete":  # the run timeout or --maxfail left cases unrun
+        if self.status == RunStatus.INCOMPLETE:  # the run timeout or --maxfail left cases unrun
             return ExitCode.UNEXPECTED
         if any(r.outcome in FAILING_OUTCOMES for r in self.results):
             return ExitCode.UNEXPECTED
@@ -151,18 +151,17 @@ def execute(
     run_id = new_run_id()
     suites = sorted({str(case.suite.path) for case in cases})
     names = list(dict.fromkeys(case.backend.name for case in cases))
-    run: dict[str, Any] = {
-        "run_id": run_id,
-        "started": _now(),
-        "ended": None,
-        "status": "running",
-        "cases": len(cases),
-        "suites": suites,
-        "suites_digest": suites_digest(suites),
-        "selection": selection or {},
-        "options": {"runs": options.runs, "inject": sorted(options.inject)},
-        "environment": base_environment([Path(s) for s in suites]),
-    }
+    environment = base_environment([Path(s) for s in suites])
+    run = RunRecord(
+        run_id=run_id,
+        started=_now(),
+        cases=len(cases),
+        suites=suites,
+        suites_digest=suites_digest(suites),
+        selection=selection or {},
+        options={"runs": options.runs, "inject": sorted(options.inject)},
+        environment=environment,
+    )
     history = SqliteHistory(out / "history.sqlite")
     stores = (RunFolder(out / "runs" / run_id), history)
     oracle = ReferenceCache(out / ".oracle")
@@ -171,7 +170,7 @@ def execute(
     environments: dict[str, dict[str, Any]] = {}
     results: list[CaseResult] = []
     failed = 0  # unexpected results so far, against `maxfail`
-    status, message, interrupted = "complete", "", False
+    status, message, interrupted = RunStatus.COMPLETE, "", False
     for store in stores:
         store.begin_run(run)
     sequence = _Sequence()
@@ -180,7 +179,7 @@ def execute(
         with _Interrupts().installed() as interrupts, ExitStack() as closing:
             for name in names:
                 targets = list(dict.fromkeys(c.backend for c in cases if c.backend.name == name))
-                run["environment"].update(REGISTRY[name].prepared(targets, on_note))
+                environment.update(REGISTRY[name].prepared(targets, on_note))
             # All opened first, so that one booting in the background (wgpu's process) does so
             # while another runs cases; each one's environment is recorded once it has run one.
             for name in names:
@@ -190,7 +189,7 @@ def execute(
                 on_backend(name, time.perf_counter() - began)
             for case in cases:
                 if deadline is not None and time.monotonic() > deadline:
-                    status = "incomplete"
+                    status = RunStatus.INCOMPLETE
                     message = (
                         f"run timeout: {run_timeout_s:g} s passed with "
                         f"{len(cases) - len(results)} case(s) not run"
@@ -204,29 +203,28 @@ def execute(
                     # callbacks run last-in first-out: read the environment before closing
                     closing.callback(_record_environment, environments, case.backend.name, backend)
                 result = _run_case(run_id, case, backend, oracle, sequence, localize)
-                record = result.to_dict()
                 with interrupts.deferred():
                     for store in stores:
-                        store.record(record)
+                        store.record(result)
                 results.append(result)
                 on_result(result)
                 failed += result.outcome in FAILING_OUTCOMES
                 if maxfail and failed >= maxfail and len(results) < len(cases):
-                    status = "incomplete"
+                    status = RunStatus.INCOMPLETE
                     message = (
                         f"maxfail {maxfail} reached: stopped with "
                         f"{len(cases) - len(results)} case(s) not run"
                     )
                     break
     except KeyboardInterrupt:
-        status, message = "incomplete", "interrupted; finished results are kept"
+        status, message = RunStatus.INCOMPLETE, "interrupted; finished results are kept"
         interrupted = True
     except EnvironmentUnusable as exc:
-        status, message = "environment-unusable", str(exc)
+        status, message = RunStatus.ENVIRONMENT_UNUSABLE, str(exc)
     finally:
-        run["environment"]["backends"] = environments
-        run.update(
-            ended=_now(), status=status, message=message, references_computed=oracle.computed
+        environment["backends"] = environments
+        run = dataclasses.replace(
+            run, ended=_now(), status=status, message=message, references_computed=oracle.computed
         )
         for store in stores:
             store.end_run(run)

@@ -7,7 +7,8 @@ import multiprocessing
 import signal
 import sqlite3
 
-from runner.history import SqliteHistory
+from runner.history import CaseResult, RunRecord, SqliteHistory
+from runner.verdicts import Outcome
 
 from .conftest import regress, run_until_results
 from .test_cli import SUITE
@@ -66,10 +67,35 @@ def test_sigterm_keeps_finished_results_and_marks_the_run(write_suite, tmp_path)
 
 def _write_many(path, writer: int, count: int) -> None:
     history = SqliteHistory(path)
-    history.begin_run({"run_id": f"run-{writer}", "started": "2026-01-01T00:00:00"})
+    history.begin_run(
+        RunRecord.from_dict({"run_id": f"run-{writer}", "started": "2026-01-01T00:00:00"})
+    )
     for i in range(count):
         history.record(
-            {"result_id": f"{writer}-{i}", "run_id": f"run-{writer}", "case_id": f"case-{i}"}
+            CaseResult(
+                result_id=f"{writer}-{i}",
+                run_id=f"run-{writer}",
+                case_id=f"case-{i}",
+                suite="s",
+                suite_path="s.yaml",
+                model="m",
+                shape={},
+                layout="default",
+                layout_order=[],
+                layout_values={},
+                backend="reference",
+                bundle=None,
+                capture="eager",
+                verdict="pass",
+                verdicts=["pass"],
+                expected=["pass"],
+                outcome=Outcome.EXPECTED,
+                max_abs_error=0.0,
+                max_rel_error=0.0,
+                tolerance={},
+                message="",
+                finished_at="2026-01-01T00:00:00",
+            )
         )
     history.close()
 

@@ -36,7 +36,7 @@ from lxml import html as lxml_html
 
 from runner.cli import build_parser, cmd_new_case
 from runner.errors import InvalidInput
-from runner.history import SqliteHistory
+from runner.history import CaseResult, RunRecord, SqliteHistory
 from runner.history.record import result_id
 from runner.report import analysis, build_reports
 from runner.report import page as page_module
@@ -229,23 +229,27 @@ def write_history(path: Path) -> dict[str, list[dict[str, Any]]]:
             last = run == len(RUNS) - 1
             started = f"2025-01-0{run + 1}T10:00:00+00:00"
             run_dict = run_record(run_id, started, "running", len(CELLS), SUITE)
-            store.begin_run(run_dict)
+            store.begin_run(RunRecord.from_dict(run_dict))
             written[run_id] = []
             for number, cell in CELLS.items():
                 if last and number in NOT_IN_LAST_RUN:
                     continue
                 record = make_result(run_id, run, cell)
-                store.record(record)
+                store.record(CaseResult.from_dict(record))
                 written[run_id].append(record)
             store.end_run(
-                run_record(run_id, started, "incomplete" if last else "complete", len(CELLS), SUITE)
+                RunRecord.from_dict(
+                    run_record(
+                        run_id, started, "incomplete" if last else "complete", len(CELLS), SUITE
+                    )
+                )
             )
             if run_id == "R4":  # an unrelated suite in between: not comparable with R5
                 other = Cell("tiny", "default", "reference", "eager", (P,) * 5)
                 other_run = run_record("R4b", "2025-01-04T12:00:00+00:00", "complete", 1, "other")
-                store.begin_run(other_run)
-                store.record(make_result("R4b", 3, other, suite="other"))
-                store.end_run(other_run)
+                store.begin_run(RunRecord.from_dict(other_run))
+                store.record(CaseResult.from_dict(make_result("R4b", 3, other, suite="other")))
+                store.end_run(RunRecord.from_dict(other_run))
     finally:
         store.close()
     return written
@@ -529,7 +533,7 @@ def test_each_failure_has_details_and_a_valid_yaml_case(page, reports):
     assert "LayerNormalization" in first.text_content() and "ln<0>" in first.text_content()
     assert "capture only" in first.text_content()
     snippet = first.xpath(".//pre[@class='yaml']")[0].text_content()
-    assert snippet == case_snippet(latest(written, 2))
+    assert snippet == case_snippet(CaseResult.from_dict(latest(written, 2)))
     validate_snippet(snippet, CELLS[2].case_id)
 
 
@@ -559,14 +563,16 @@ def validate_snippet(snippet: str, case_id: str) -> dict[str, Any]:
 
 def test_the_yaml_case_expects_what_was_seen(reports):
     _, written = reports
-    entry = validate_snippet(case_snippet(latest(written, 2)), CELLS[2].case_id)
+    snippet = case_snippet(CaseResult.from_dict(latest(written, 2)))
+    entry = validate_snippet(snippet, CELLS[2].case_id)
     assert entry == {
         "match": {"id": CELLS[2].case_id},
         "bug": BUG_PLACEHOLDER,
         "expect": [CM],
         "reason": EVIL_MESSAGE,
     }
-    known = validate_snippet(case_snippet(latest(written, 9)), CELLS[9].case_id)
+    snippet = case_snippet(CaseResult.from_dict(latest(written, 9)))
+    known = validate_snippet(snippet, CELLS[9].case_id)
     assert known["bug"] == CELLS[9].bug and known["expect"] == [SL]
 
 
@@ -577,7 +583,7 @@ def test_the_yaml_case_matches_only_its_case_when_the_id_has_glob_characters(rep
         "case_id": "enc*[x]?/static/layout=a/wgpu/capture",
         "message": "line one\nbugs: [injected]\u2028also: injected",
     }
-    entry = validate_snippet(case_snippet(record), record["case_id"])
+    entry = validate_snippet(case_snippet(CaseResult.from_dict(record)), record["case_id"])
     assert not fnmatch.fnmatchcase("encXYZ[x]!/static/layout=a/wgpu/capture", entry["match"]["id"])
     assert entry["reason"] == record["message"]
 
@@ -590,7 +596,7 @@ def test_new_case_prints_the_snippet_for_a_result_id_prefix(reports, capsys):
     out, written = reports
     record = latest(written, 7)
     assert cmd_new_case(new_case_args(record["result_id"][:8], "--out", str(out))) == 0
-    assert capsys.readouterr().out == case_snippet(record)
+    assert capsys.readouterr().out == case_snippet(CaseResult.from_dict(record))
 
 
 def test_new_case_says_what_is_wrong(reports, tmp_path):
@@ -703,7 +709,8 @@ def test_cases_that_did_not_run_are_errors_located_at_their_model(tmp_path, monk
     ]
     for record in records:
         jsonschema.validate(record, RESULT_SCHEMA)
-    document = etree.fromstring(junit_xml({"run_id": "R1", "status": "complete"}, records))
+    run = RunRecord.from_dict({"run_id": "R1", "started": "", "status": "complete"})
+    document = etree.fromstring(junit_xml(run, [CaseResult.from_dict(r) for r in records]))
     etree.XMLSchema(etree.parse(str(JUNIT_XSD))).assertValid(document)
     assert (document.get("tests"), document.get("failures"), document.get("errors")) == (
         "4",
@@ -749,10 +756,14 @@ def test_a_latest_run_that_recorded_nothing_still_heads_the_report(tmp_path):
     store = SqliteHistory(tmp_path / "history.sqlite")
     try:
         store.end_run(
-            {
-                **run_record("R6", "2025-01-07T10:00:00+00:00", "environment-unusable", 10, SUITE),
-                "message": "no WebGPU adapter <here>",
-            }
+            RunRecord.from_dict(
+                {
+                    **run_record(
+                        "R6", "2025-01-07T10:00:00+00:00", "environment-unusable", 10, SUITE
+                    ),
+                    "message": "no WebGPU adapter <here>",
+                }
+            )
         )
     finally:
         store.close()
@@ -774,7 +785,9 @@ def test_a_history_whose_only_run_recorded_nothing_gives_a_report(tmp_path):
     store = SqliteHistory(tmp_path / "history.sqlite")
     try:
         store.end_run(
-            run_record("R1", "2025-01-01T10:00:00+00:00", "environment-unusable", 3, SUITE)
+            RunRecord.from_dict(
+                run_record("R1", "2025-01-01T10:00:00+00:00", "environment-unusable", 3, SUITE)
+            )
         )
     finally:
         store.close()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.history import SqliteHistory
+from runner.history import CaseResult, RunRecord, SqliteHistory
 from runner.history.merge import merge_shards
 from runner.history.record import result_id
 from runner.report import analysis
@@ -19,10 +19,10 @@ def write_shard(folder: Path, run_id: str, started: str, status: str, numbers: l
     store = SqliteHistory(folder / "history.sqlite")
     try:
         run = run_record(run_id, started, status, len(numbers), SUITE)
-        store.begin_run(run)
+        store.begin_run(RunRecord.from_dict(run))
         for number in numbers:
-            store.record(make_result(run_id, 4, CELLS[number]))
-        store.end_run(run)
+            store.record(CaseResult.from_dict(make_result(run_id, 4, CELLS[number])))
+        store.end_run(RunRecord.from_dict(run))
     finally:
         store.close()
 
@@ -46,7 +46,7 @@ def test_shard_runs_become_one_run_compared_with_the_run_before(shards, capsys):
     assert merged["status"] == "incomplete"  # the worst shard's
     assert merged["cases"] == 8
     assert merged["started"] == "2025-01-06T10:00:00+00:00"
-    assert merged["record"]["shards"] == ["S1", "S2"]
+    assert merged["record"].shards == ["S1", "S2"]
     results = history.run_results("ci-7-1")
     assert sorted(results["case_id"]) == sorted(CELLS[n].case_id for n in (1, 2, 3, 4, 5, 6, 7, 9))
     assert set(results["result_id"]) == {result_id("ci-7-1", c) for c in results["case_id"]}

@@ -22,7 +22,7 @@ import jsonschema
 import pytest
 from lxml import html as lxml_html
 
-from runner.history import SqliteHistory
+from runner.history import CaseResult, RunRecord, SqliteHistory
 from runner.history.record import result_id
 from runner.report import build_reports
 from runner.report.page import DATA_FILE, SHOWN_ROWS
@@ -184,10 +184,10 @@ def write_large_history(path: Path) -> None:
                 "environment": {"onnxruntime_web": "1.30.0"},
                 "message": "",
             }
-            store.begin_run({**record, "status": "running", "ended": None})
+            store.begin_run(RunRecord.from_dict({**record, "status": "running", "ended": None}))
             for result in run_results(run):
-                store.record(result)
-            store.end_run(record)
+                store.record(CaseResult.from_dict(result))
+            store.end_run(RunRecord.from_dict(record))
     finally:
         store.close()
 

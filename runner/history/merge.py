@@ -9,17 +9,24 @@ merging again changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runner.errors import InvalidInput
-from runner.history.record import result_id
+from runner.history.record import CaseResult, RunRecord, RunStatus, result_id
 from runner.history.store import RunFolder, SqliteHistory
 
 # When shards end differently, the merged run carries the worst status.
-STATUS_ORDER = ("environment-unusable", "incomplete", "running", "complete")
+STATUS_ORDER = (
+    RunStatus.ENVIRONMENT_UNUSABLE,
+    RunStatus.INCOMPLETE,
+    RunStatus.UNKNOWN,
+    RunStatus.RUNNING,
+    RunStatus.COMPLETE,
+)
 
 
 @dataclass(frozen=True)
@@ -29,35 +36,34 @@ class MergeSummary:
     results_added: int
 
 
-def _comparable(run: dict[str, Any]) -> tuple:
-    selection = {k: v for k, v in (run.get("selection") or {}).items() if k != "shard"}
-    return run.get("suites_digest"), repr(sorted(selection.items()))
+def _comparable(run: RunRecord) -> tuple:
+    selection = {k: v for k, v in run.selection.items() if k != "shard"}
+    return run.suites_digest, repr(sorted(selection.items()))
 
 
-def merged_run(run_id: str, shards: list[dict[str, Any]]) -> dict[str, Any]:
+def merged_run(run_id: str, shards: list[RunRecord]) -> RunRecord:
     """One run record standing for every shard run in `shards`."""
-    statuses = [shard.get("status") or "running" for shard in shards]
     backends: dict[str, Any] = {}
     for shard in shards:
-        backends.update((shard.get("environment") or {}).get("backends") or {})
-    ended = [shard.get("ended") for shard in shards]
-    return {
-        **shards[0],
-        "run_id": run_id,
-        "started": min(shard["started"] for shard in shards),
-        "ended": None if None in ended else max(ended),
-        "status": min(statuses, key=lambda s: STATUS_ORDER.index(s) if s in STATUS_ORDER else 0),
-        "cases": sum(shard.get("cases") or 0 for shard in shards),
-        "suites": sorted({suite for shard in shards for suite in shard.get("suites") or []}),
-        "selection": {**(shards[0].get("selection") or {}), "shard": None},
-        "environment": {**(shards[0].get("environment") or {}), "backends": backends},
-        "message": "; ".join(dict.fromkeys(s["message"] for s in shards if s.get("message"))),
-        "references_computed": sum(shard.get("references_computed") or 0 for shard in shards),
-        "shards": [shard["run_id"] for shard in shards],
-    }
+        backends.update(shard.environment.get("backends") or {})
+    ended = [shard.ended for shard in shards]
+    return dataclasses.replace(
+        shards[0],
+        run_id=run_id,
+        started=min(shard.started for shard in shards),
+        ended=None if None in ended else max(ended),
+        status=min((shard.status for shard in shards), key=STATUS_ORDER.index),
+        cases=sum(shard.cases for shard in shards),
+        suites=sorted({suite for shard in shards for suite in shard.suites}),
+        selection={**shards[0].selection, "shard": None},
+        environment={**shards[0].environment, "backends": backends},
+        message="; ".join(dict.fromkeys(shard.message for shard in shards if shard.message)),
+        references_computed=sum(shard.references_computed for shard in shards),
+        shards=[shard.run_id for shard in shards],
+    )
 
 
-def _read(source: Path) -> tuple[list[dict], list[dict]]:
+def _read(source: Path) -> tuple[list[RunRecord], list[CaseResult]]:
     path = source / "history.sqlite"
     if not path.is_file():
         raise InvalidInput(f"{source}: no history.sqlite; expected a run's --out folder")
@@ -69,16 +75,15 @@ def _read(source: Path) -> tuple[list[dict], list[dict]]:
 
 
 def merge_shards(sources: list[Path], out: Path, run_id: str | None = None) -> MergeSummary:
-    runs: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
+    runs: list[RunRecord] = []
+    results: list[CaseResult] = []
     for source in sources:
         source_runs, source_results = _read(source)
         runs += source_runs
         results += source_results
     if len({_comparable(run) for run in runs}) > 1:
         detail = "; ".join(
-            f"run {r['run_id']}: suites {r.get('suites_digest')}, selection {r.get('selection')}"
-            for r in runs
+            f"run {r.run_id}: suites {r.suites_digest}, selection {r.selection}" for r in runs
         )
         raise InvalidInput(
             f"shards come from different suites or selections ({detail}); "
@@ -86,24 +91,22 @@ def merge_shards(sources: list[Path], out: Path, run_id: str | None = None) -> M
         )
     target = SqliteHistory(out / "history.sqlite")
     try:
-        known = {i for run in target.runs() for i in [run["run_id"], *run.get("shards", [])]}
-        runs = sorted((r for r in runs if r["run_id"] not in known), key=lambda r: r["started"])
+        known = {i for run in target.runs() for i in [run.run_id, *run.shards]}
+        runs = sorted((r for r in runs if r.run_id not in known), key=lambda r: r.started)
         if not runs:
             return MergeSummary(None, 0, 0)
-        run = merged_run(run_id or runs[0]["run_id"], runs)
-        shard_ids = {shard["run_id"] for shard in runs}
-        folder = RunFolder(out / "runs" / run["run_id"])
+        run = merged_run(run_id or runs[0].run_id, runs)
+        shard_ids = {shard.run_id for shard in runs}
+        folder = RunFolder(out / "runs" / run.run_id)
         stores = (target, folder)
         for store in stores:
             store.begin_run(run)
         added = 0
         for result in results:
-            if result["run_id"] in shard_ids:
-                merged = {
-                    **result,
-                    "run_id": run["run_id"],
-                    "result_id": result_id(run["run_id"], result["case_id"]),
-                }
+            if result.run_id in shard_ids:
+                merged = dataclasses.replace(
+                    result, run_id=run.run_id, result_id=result_id(run.run_id, result.case_id)
+                )
                 for store in stores:
                     store.record(merged)
                 added += 1
@@ -119,4 +122,4 @@ def merge_shards(sources: list[Path], out: Path, run_id: str | None = None) -> M
                     out / "runs" / "shards" / shard_id,
                     dirs_exist_ok=True,
                 )
-    return MergeSummary(run["run_id"], len(runs), added)
+    return MergeSummary(run.run_id, len(runs), added)

@@ -1,13 +1,17 @@
-"""``CaseResult``: one judged case, as stored in results.jsonl and the history database.
+"""What runs leave behind, as types: ``CaseResult`` (one judged case, a line of results.jsonl;
+its dict form is ``schemas/result.schema.json``) and ``RunRecord`` (a run's run.json).
 
-Its dict form is described by ``schemas/result.schema.json``.
+Both are written with ``to_dict`` and read back with ``from_dict``, which takes records of
+earlier versions of this tool too: a field they lack gets its default.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import hashlib
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +19,48 @@ from runner.backends.base import BackendRun
 from runner.judge import Judgement, outcome
 from runner.matrix import Case
 from runner.suite.spec import mode_name
+from runner.verdicts import Outcome
+
+
+class RunStatus(enum.StrEnum):
+    RUNNING = "running"  # or killed before it could say otherwise
+    COMPLETE = "complete"
+    INCOMPLETE = "incomplete"  # interrupted, or stopped by --run-timeout or --maxfail
+    ENVIRONMENT_UNUSABLE = "environment-unusable"
+    UNKNOWN = "unknown"  # a run known only from its results (a history merged without it)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run: what it ran, on what, and how it ended."""
+
+    run_id: str
+    started: str
+    status: RunStatus = RunStatus.RUNNING
+    ended: str | None = None
+    cases: int = 0  # planned
+    suites: list[str] = field(default_factory=list)
+    suites_digest: str | None = None
+    selection: dict[str, Any] = field(default_factory=dict)  # filters, shard, backends...
+    options: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+    references_computed: int = 0
+    shards: list[str] = field(default_factory=list)  # the shard runs a merged run stands for
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunRecord:
+        known = _known(cls, data)
+        return cls(**{**known, "status": RunStatus(known.get("status") or RunStatus.RUNNING)})
+
+
+def _known(cls, data: dict[str, Any]) -> dict[str, Any]:
+    """The fields of `cls` that `data` holds; the others get their defaults."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
 
 
 def result_id(run_id: str, case_id: str) -> str:
@@ -40,28 +86,29 @@ class CaseResult:
     layout_values: dict[str, float]
     backend: str
     bundle: str | None
-    version: str | None  # the exact version the backend ran (ort-web), else None
     capture: str  # eager | capture
-    revisit: bool  # the first layout captured again at the end of its sequence
-    injected: list[str]  # faults injected into this case
     verdict: str
     verdicts: list[str]
     expected: list[str]
-    outcome: str  # expected | unexpected | unexpected-pass | skipped
-    bug: str | None
-    reason: str | None
+    outcome: Outcome
     max_abs_error: float | None
     max_rel_error: float | None
     tolerance: dict[str, float]
-    timings: dict[str, Any]
-    wall_ms: float  # the whole case in the pipeline: materialize, reference, run, judge, localize
-    trace: dict[str, Any]
-    attribution: str | None
-    stale_from: str | None
-    divergent_node: dict[str, Any] | None
     message: str
     finished_at: str
-    suite_line: int | None = None  # the model's line in suite_path; older records lack it
+    # Below: what records of earlier versions of this tool may lack.
+    version: str | None = None  # the exact version the backend ran (ort-web), else None
+    revisit: bool = False  # the first layout captured again at the end of its sequence
+    injected: list[str] = field(default_factory=list)  # faults injected into this case
+    bug: str | None = None
+    reason: str | None = None
+    timings: dict[str, Any] = field(default_factory=dict)
+    wall_ms: float = 0.0  # the whole case in the pipeline: materialize ... localize
+    trace: dict[str, Any] = field(default_factory=dict)
+    attribution: str | None = None
+    stale_from: str | None = None
+    divergent_node: dict[str, Any] | None = None
+    suite_line: int | None = None  # the model's line in suite_path
 
     @classmethod
     def of(
@@ -114,3 +161,8 @@ class CaseResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CaseResult:
+        known = _known(cls, data)
+        return cls(**{**known, "outcome": Outcome(known["outcome"])})

@@ -12,9 +12,9 @@ import os
 import sqlite3
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
 
 from runner.files import write_atomic
+from runner.history.record import CaseResult, RunRecord
 
 # Columns the report and merge query directly; the whole record is kept as JSON beside them.
 RESULT_COLUMNS = (
@@ -38,38 +38,38 @@ RESULT_COLUMNS = (
 
 class ResultStore(ABC):
     @abstractmethod
-    def begin_run(self, run: dict[str, Any]) -> None:
+    def begin_run(self, run: RunRecord) -> None:
         """Record a run's start: its id, environment and suites."""
 
     @abstractmethod
-    def record(self, result: dict[str, Any]) -> None:
+    def record(self, result: CaseResult) -> None:
         """Record one finished case; durable on return."""
 
     @abstractmethod
-    def end_run(self, run: dict[str, Any]) -> None:
-        """Record a run's end (``status``: complete | incomplete)."""
+    def end_run(self, run: RunRecord) -> None:
+        """Record a run's end (its status says how it ended)."""
 
 
 class RunFolder(ResultStore):
     def __init__(self, folder: Path):
         self.folder = folder
 
-    def begin_run(self, run: dict[str, Any]) -> None:
+    def begin_run(self, run: RunRecord) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._write_run(run)
         (self.folder / "results.jsonl").touch()
 
-    def record(self, result: dict[str, Any]) -> None:
+    def record(self, result: CaseResult) -> None:
         with open(self.folder / "results.jsonl", "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(result, sort_keys=True) + "\n")
+            handle.write(json.dumps(result.to_dict(), sort_keys=True) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
 
-    def end_run(self, run: dict[str, Any]) -> None:
+    def end_run(self, run: RunRecord) -> None:
         self._write_run(run)
 
-    def _write_run(self, run: dict[str, Any]) -> None:
-        text = json.dumps(run, indent=2, sort_keys=True) + "\n"
+    def _write_run(self, run: RunRecord) -> None:
+        text = json.dumps(run.to_dict(), indent=2, sort_keys=True) + "\n"
         write_atomic(self.folder / "run.json", text.encode("utf-8"))
 
 
@@ -101,44 +101,44 @@ class SqliteHistory(ResultStore):
     def close(self) -> None:
         self._db.close()
 
-    def begin_run(self, run: dict[str, Any]) -> None:
+    def begin_run(self, run: RunRecord) -> None:
         self._put_run(run)
 
-    def end_run(self, run: dict[str, Any]) -> None:
+    def end_run(self, run: RunRecord) -> None:
         self._put_run(run)
 
-    def _put_run(self, run: dict[str, Any]) -> None:
+    def _put_run(self, run: RunRecord) -> None:
         self._db.execute(
             "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?)",
             (
-                run["run_id"],
-                run.get("started"),
-                run.get("ended"),
-                run.get("status"),
-                json.dumps(run, sort_keys=True),
+                run.run_id,
+                run.started,
+                run.ended,
+                run.status,
+                json.dumps(run.to_dict(), sort_keys=True),
             ),
         )
 
-    def record(self, result: dict[str, Any]) -> None:
+    def record(self, result: CaseResult) -> None:
         """Insert once: recording the same result again (a re-merged shard) changes nothing."""
-        values = [result.get(column) for column in RESULT_COLUMNS]
+        values = [getattr(result, column) for column in RESULT_COLUMNS]
         self._db.execute(
             f"INSERT OR IGNORE INTO results ({', '.join(RESULT_COLUMNS)}, record) "
             f"VALUES ({', '.join('?' * (len(RESULT_COLUMNS) + 1))})",
-            (*values, json.dumps(result, sort_keys=True)),
+            (*values, json.dumps(result.to_dict(), sort_keys=True)),
         )
 
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> list[RunRecord]:
         """Every run, oldest first."""
         rows = self._db.execute("SELECT record FROM runs ORDER BY started, run_id")
-        return [json.loads(record) for (record,) in rows]
+        return [RunRecord.from_dict(json.loads(record)) for (record,) in rows]
 
-    def results(self, run_id: str | None = None) -> list[dict[str, Any]]:
+    def results(self, run_id: str | None = None) -> list[CaseResult]:
         query, args = "SELECT record FROM results", ()
         if run_id is not None:
             query, args = query + " WHERE run_id = ?", (run_id,)
         rows = self._db.execute(query + " ORDER BY run_id, rowid", args)
-        return [json.loads(record) for (record,) in rows]
+        return [CaseResult.from_dict(json.loads(record)) for (record,) in rows]
 
     def latest_outcomes(self) -> dict[str, str]:
         """Each case id's outcome in the latest run that recorded it (runs in start order)."""
@@ -149,9 +149,9 @@ class SqliteHistory(ResultStore):
         )
         return dict(rows.fetchall())  # a later row replaces an earlier one of the same case
 
-    def result(self, result_id: str) -> dict[str, Any] | None:
+    def result(self, result_id: str) -> CaseResult | None:
         row = self._db.execute(
             "SELECT record FROM results WHERE result_id = ? OR result_id LIKE ?",
             (result_id, f"{result_id}%"),
         ).fetchone()
-        return json.loads(row[0]) if row else None
+        return CaseResult.from_dict(json.loads(row[0])) if row else None

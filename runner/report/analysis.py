@@ -178,7 +178,7 @@ def latest_pivot(results: pd.DataFrame) -> pd.DataFrame:
         for cell, backend in zip(results["cell"], results["backend"], strict=True)
     ]
     modes = [
-        f"{capture}-revisit" if record.get("revisit") else capture
+        f"{capture}-revisit" if record.revisit else capture
         for capture, record in zip(results["capture"], results["record"], strict=True)
     ]
     results = results.assign(row=rows, mode=pd.Categorical(modes, categories=MODES))

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from runner.history import SqliteHistory
+from runner.history import CaseResult, RunRecord, RunStatus, SqliteHistory
 from runner.suite.spec import shape_label
 
 RUN_COLUMNS = ("run_id", "started", "ended", "status", "cases", "message", "record")
@@ -63,10 +63,10 @@ class History:
         return self.runs.empty
 
     @classmethod
-    def of(cls, runs: list[dict[str, Any]], results: list[dict[str, Any]]) -> History:
+    def of(cls, runs: list[RunRecord], results: list[CaseResult]) -> History:
         runs = runs + _orphan_runs(runs, results)
         run_frame = pd.DataFrame(
-            [{**{c: run.get(c) for c in RUN_COLUMNS[:-1]}, "record": run} for run in runs],
+            [{**{c: getattr(run, c) for c in RUN_COLUMNS[:-1]}, "record": run} for run in runs],
             columns=list(RUN_COLUMNS),
         )
         # Times have whole seconds: of two runs started in the same second, the one that
@@ -74,7 +74,7 @@ class History:
         run_frame = run_frame.sort_values(["started", "ended"], kind="stable", na_position="first")
         run_frame = run_frame.reset_index(drop=True)
         position = {run_id: i for i, run_id in enumerate(run_frame["run_id"])}
-        rows = [_result_row(r, position[r["run_id"]]) for r in results]
+        rows = [_result_row(r, position[r.run_id]) for r in results]
         result_frame = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
         for column in NUMERIC_COLUMNS:
             result_frame[column] = pd.to_numeric(result_frame[column], errors="coerce")
@@ -84,32 +84,29 @@ class History:
         return self.results[self.results["run_id"] == run_id]
 
 
-def _orphan_runs(runs: list[dict[str, Any]], results: list[dict[str, Any]]) -> list[dict]:
+def _orphan_runs(runs: list[RunRecord], results: list[CaseResult]) -> list[RunRecord]:
     """Runs known only from their results (a history merged without its run rows)."""
-    known = {run["run_id"] for run in runs}
+    known = {run.run_id for run in runs}
     first_seen: dict[str, str] = {}
     for result in results:
-        if result["run_id"] not in known:
-            seen = first_seen.get(result["run_id"], result["finished_at"])
-            first_seen[result["run_id"]] = min(seen, result["finished_at"])
+        if result.run_id not in known:
+            seen = first_seen.get(result.run_id, result.finished_at)
+            first_seen[result.run_id] = min(seen, result.finished_at)
     return [
-        {
-            "run_id": run_id,
-            "started": started,
-            "status": "unknown",
-            "message": "no run record; known from its results",
-        }
+        RunRecord(
+            run_id, started, RunStatus.UNKNOWN, message="no run record; known from its results"
+        )
         for run_id, started in first_seen.items()
     ]
 
 
-def _result_row(result: dict[str, Any], run_index: int) -> dict[str, Any]:
+def _result_row(result: CaseResult, run_index: int) -> dict[str, Any]:
     return {
-        **{c: result.get(c) for c in RESULT_COLUMNS},
-        "cell": cell_of(result["case_id"]),
-        "shape": shape_label(result.get("shape") or {}),
-        "tolerance_abs": (result.get("tolerance") or {}).get("abs"),
-        "median_run_ms": (result.get("timings") or {}).get("median_run_ms"),
+        **{c: getattr(result, c, None) for c in RESULT_COLUMNS},
+        "cell": cell_of(result.case_id),
+        "shape": shape_label(result.shape),
+        "tolerance_abs": result.tolerance.get("abs"),
+        "median_run_ms": result.timings.get("median_run_ms"),
         "record": result,
         "run_index": run_index,
     }

@@ -21,6 +21,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from runner.history import CaseResult, RunRecord
 from runner.suite.spec import shape_label
 
 # Characters XML 1.0 cannot carry at all, even escaped.
@@ -42,67 +43,66 @@ def case_seconds(timings: dict[str, Any]) -> float:
     return (session + first + later) / 1000.0
 
 
-def _properties(result: dict[str, Any]) -> list[tuple[str, Any]]:
-    tolerance = result.get("tolerance") or {}
+def _properties(result: CaseResult) -> list[tuple[str, Any]]:
+    tolerance = result.tolerance
     named = [
-        ("run_id", result["run_id"]),
-        ("result_id", result["result_id"]),
-        ("suite", result["suite"]),
-        ("suite_path", result["suite_path"]),
-        ("model", result["model"]),
-        ("shape", shape_label(result.get("shape") or {})),
-        ("layout", result["layout"]),
-        ("layout_order", result.get("layout_order")),
-        ("layout_values", result.get("layout_values")),
-        ("backend", result["backend"]),
-        ("bundle", result.get("bundle")),
-        ("capture", result["capture"]),
-        ("revisit", result.get("revisit")),
-        ("injected", ",".join(result.get("injected") or [])),
-        ("verdict", result["verdict"]),
-        ("verdicts", ",".join(result["verdicts"])),
-        ("expected", ",".join(result["expected"])),
-        ("outcome", result["outcome"]),
-        ("bug", result.get("bug")),
-        ("max_abs_error", result.get("max_abs_error")),
-        ("max_rel_error", result.get("max_rel_error")),
+        ("run_id", result.run_id),
+        ("result_id", result.result_id),
+        ("suite", result.suite),
+        ("suite_path", result.suite_path),
+        ("model", result.model),
+        ("shape", shape_label(result.shape)),
+        ("layout", result.layout),
+        ("layout_order", result.layout_order),
+        ("layout_values", result.layout_values),
+        ("backend", result.backend),
+        ("bundle", result.bundle),
+        ("capture", result.capture),
+        ("revisit", result.revisit),
+        ("injected", ",".join(result.injected)),
+        ("verdict", result.verdict),
+        ("verdicts", ",".join(result.verdicts)),
+        ("expected", ",".join(result.expected)),
+        ("outcome", result.outcome),
+        ("bug", result.bug),
+        ("max_abs_error", result.max_abs_error),
+        ("max_rel_error", result.max_rel_error),
         ("tolerance_abs", tolerance.get("abs")),
         ("tolerance_rel", tolerance.get("rel")),
-        ("attribution", result.get("attribution")),
-        ("stale_from", result.get("stale_from")),
-        ("divergent_node", result.get("divergent_node")),
-        ("trace_errors", (result.get("trace") or {}).get("errors")),
+        ("attribution", result.attribution),
+        ("stale_from", result.stale_from),
+        ("divergent_node", result.divergent_node),
+        ("trace_errors", result.trace.get("errors")),
     ]
     return [(name, value) for name, value in named if value not in (None, [], {}, "")]
 
 
-def _details(result: dict[str, Any]) -> str:
-    lines = [result["message"]]
-    if result.get("attribution"):
-        lines.append(f"attribution: {result['attribution']}")
-    if result.get("divergent_node"):
-        lines.append(f"divergent node: {json.dumps(result['divergent_node'], sort_keys=True)}")
+def _details(result: CaseResult) -> str:
+    lines = [result.message]
+    if result.attribution:
+        lines.append(f"attribution: {result.attribution}")
+    if result.divergent_node:
+        lines.append(f"divergent node: {json.dumps(result.divergent_node, sort_keys=True)}")
     lines.append(
-        f"max abs error {result.get('max_abs_error')}, "
-        f"tolerance {(result.get('tolerance') or {}).get('abs')}"
+        f"max abs error {result.max_abs_error}, tolerance {(result.tolerance or {}).get('abs')}"
     )
-    lines.append(f"YAML case: python -m runner new-case {result['result_id']}")
+    lines.append(f"YAML case: python -m runner new-case {result.result_id}")
     return "\n".join(lines)
 
 
-def _verdict_element(case: ET.Element, result: dict[str, Any]) -> str | None:
+def _verdict_element(case: ET.Element, result: CaseResult) -> str | None:
     """Add the failure/skipped child; returns which kind it was (None: passed)."""
-    outcome, verdict = result["outcome"], result["verdict"]
+    outcome, verdict = result.outcome, result.verdict
     if outcome == "skipped":
         ET.SubElement(
             case,
             "skipped",
             type="pytest.skip",
-            message=_text(result.get("reason") or result["message"]),
+            message=_text(result.reason or result.message),
         )
         return "skipped"
     if outcome == "expected" and verdict != "pass":
-        message = f"expected {verdict}" + (f" ({result['bug']})" if result.get("bug") else "")
+        message = f"expected {verdict}" + (f" ({result.bug})" if result.bug else "")
         ET.SubElement(case, "skipped", type="pytest.xfail", message=_text(message))
         return "skipped"
     if outcome == "unexpected-pass":
@@ -111,8 +111,8 @@ def _verdict_element(case: ET.Element, result: dict[str, Any]) -> str | None:
             "failure",
             type="unexpected-pass",
             message=_text(
-                f"[XPASS(strict)] expected {', '.join(result['expected'])} but every output passed"
-                + (f"; {result['bug']} may be fixed" if result.get("bug") else "")
+                f"[XPASS(strict)] expected {', '.join(result.expected)} but every output passed"
+                + (f"; {result.bug} may be fixed" if result.bug else "")
             ),
         )
         failure.text = _text(_details(result))
@@ -120,47 +120,47 @@ def _verdict_element(case: ET.Element, result: dict[str, Any]) -> str | None:
     if outcome == "unexpected":
         kind = "error" if verdict in ERROR_VERDICTS else "failure"
         element = ET.SubElement(
-            case, kind, type=verdict, message=_text(f"{verdict}: {result['message']}")
+            case, kind, type=verdict, message=_text(f"{verdict}: {result.message}")
         )
         element.text = _text(_details(result))
         return kind
     return None
 
 
-def _location(result: dict[str, Any]) -> dict[str, str]:
+def _location(result: CaseResult) -> dict[str, str]:
     """``file`` relative to the working directory when inside it (CI builds the report in the
     checkout, and annotations want repository paths), and ``line`` when the record has one."""
-    path, here = Path(result["suite_path"]), Path.cwd().resolve()
+    path, here = Path(result.suite_path), Path.cwd().resolve()
     if path.is_relative_to(here):
         path = path.relative_to(here)
-    line = result.get("suite_line")
+    line = result.suite_line
     return {"file": _text(path.as_posix()), **({"line": str(line)} if line else {})}
 
 
-def junit_xml(run: dict[str, Any] | None, results: list[dict[str, Any]]) -> bytes:
+def junit_xml(run: RunRecord | None, results: list[CaseResult]) -> bytes:
     """The run's results as JUnit XML; an empty ``<testsuites>`` without a run."""
-    name = f"regress {run['run_id']} ({run.get('status')})" if run else "regress"
+    name = f"regress {run.run_id} ({run.status})" if run else "regress"
     root = ET.Element("testsuites", name=_text(name))
     total_time, failures, errors = 0.0, 0, 0
     for result in results:
-        seconds = case_seconds(result.get("timings") or {})
+        seconds = case_seconds(result.timings)
         suite = ET.SubElement(
             root,
             "testsuite",
-            name=_text(result["case_id"]),
+            name=_text(result.case_id),
             tests="1",
             time=f"{seconds:.3f}",
-            timestamp=_text(result.get("finished_at") or ""),
+            timestamp=_text(result.finished_at),
         )
         properties = ET.SubElement(suite, "properties")
         for key, value in _properties(result):
             ET.SubElement(properties, "property", name=key, value=_text(value))
-        classname = _text(f"{result['suite']}.{result['model']}")
+        classname = _text(f"{result.suite}.{result.model}")
         case = ET.SubElement(
             suite,
             "testcase",
             classname=classname,
-            name=_text(result["case_id"]),
+            name=_text(result.case_id),
             time=f"{seconds:.3f}",
             **_location(result),
         )

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from runner.errors import InvalidInput
-from runner.history import SqliteHistory
+from runner.history import CaseResult, SqliteHistory
 from runner.suite.spec import shape_label
 
 BUG_PLACEHOLDER = "FILL IN: a bug URL or owner/repo#number"
@@ -60,46 +60,45 @@ def _number(value: float | None) -> str:
     return "none" if value is None else f"{value:.3g}"
 
 
-def _context(result: dict[str, Any]) -> list[str]:
-    layout = result["layout"]
+def _context(result: CaseResult) -> list[str]:
+    layout = result.layout
     details = []
-    if result.get("layout_order"):
-        details.append("order " + ", ".join(result["layout_order"]))
-    if result.get("layout_values"):
-        values = result["layout_values"].items()
+    if result.layout_order:
+        details.append("order " + ", ".join(result.layout_order))
+    if result.layout_values:
+        values = result.layout_values.items()
         details.append("values " + ", ".join(f"{k}={v}" for k, v in values))
     if details:
         layout += f" ({'; '.join(details)})"
     lines = [
-        f"For suite {result['suite']} ({result['suite_path']}):",
+        f"For suite {result.suite} ({result.suite_path}):",
         "add the entry below to the suite's cases: list"
-        + ("." if result.get("bug") else ", then fill in the bug."),
-        f"Seen in run {result['run_id']} (result {result['result_id']}): {result['verdict']}, "
-        f"outcome {result['outcome']}, max abs error {_number(result.get('max_abs_error'))} "
-        f"(tolerance {_number((result.get('tolerance') or {}).get('abs'))}).",
-        f"model {result['model']}, shape {shape_label(result.get('shape') or {})}, layout {layout}",
-        f"backend {result['backend']}, build {result.get('bundle') or 'none'}, "
-        f"mode {result['capture']}",
+        + ("." if result.bug else ", then fill in the bug."),
+        f"Seen in run {result.run_id} (result {result.result_id}): {result.verdict}, "
+        f"outcome {result.outcome}, max abs error {_number(result.max_abs_error)} "
+        f"(tolerance {_number((result.tolerance or {}).get('abs'))}).",
+        f"model {result.model}, shape {shape_label(result.shape or {})}, layout {layout}",
+        f"backend {result.backend}, build {result.bundle or 'none'}, mode {result.capture}",
     ]
-    if result.get("attribution"):
-        lines.append(f"attribution: {result['attribution']}")
-    node = result.get("divergent_node")
+    if result.attribution:
+        lines.append(f"attribution: {result.attribution}")
+    node = result.divergent_node
     if node:
         lines.append(f"first divergent node: {node_text(node)}")
     return [_comment(line) for line in lines]
 
 
-def case_entry(result: dict[str, Any]) -> dict[str, Any]:
+def case_entry(result: CaseResult) -> dict[str, Any]:
     """The ``cases:`` item expecting what `result` saw."""
     return {
-        "match": {"id": glob_literal(result["case_id"])},
-        "bug": result.get("bug") or BUG_PLACEHOLDER,
-        "expect": sorted(result["verdicts"]),
-        "reason": result.get("message") or result["verdict"],
+        "match": {"id": glob_literal(result.case_id)},
+        "bug": result.bug or BUG_PLACEHOLDER,
+        "expect": sorted(result.verdicts),
+        "reason": result.message or result.verdict,
     }
 
 
-def case_snippet(result: dict[str, Any]) -> str:
+def case_snippet(result: CaseResult) -> str:
     body = yaml.dump(
         {"cases": [case_entry(result)]},
         Dumper=_SnippetDumper,
@@ -110,7 +109,7 @@ def case_snippet(result: dict[str, Any]) -> str:
     return "\n".join(_context(result)) + "\n" + body
 
 
-def find_result(history: Path, result_id: str) -> dict[str, Any]:
+def find_result(history: Path, result_id: str) -> CaseResult:
     """The stored result with this id (or unique-enough prefix); InvalidInput if none."""
     wanted = result_id.strip().lower()
     if not RESULT_ID.fullmatch(wanted):

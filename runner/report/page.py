@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from runner.history import CaseResult
 from runner.report import analysis
 from runner.report.analysis import KIND_LABELS, KIND_RANK, outcome_kind
 from runner.report.history import History
@@ -410,7 +411,7 @@ def _latest_section(latest: pd.Series, results: pd.DataFrame) -> str:
     status = latest["status"]
     body = []
     if status != "complete":
-        why = run.get("message") or (
+        why = run.message or (
             "the run never recorded its end: it is still running or was killed"
             if status == "running"
             else ""
@@ -418,10 +419,10 @@ def _latest_section(latest: pd.Series, results: pd.DataFrame) -> str:
         said = f" — {esc(why.rstrip('.'))}" if why else ""
         body.append(
             f'<p class="banner warn">Run status: {esc(status)}{said}. '
-            f"{len(results)} of {esc(run.get('cases', '?'))} planned cases have results; "
+            f"{len(results)} of {esc(run.cases or '?')} planned cases have results; "
             "everything below covers those only.</p>"
         )
-    injected = (run.get("options") or {}).get("inject")
+    injected = run.options.get("inject")
     if injected:
         body.append(
             f'<p class="banner warn">Faults injected on purpose: {esc(", ".join(injected))}</p>'
@@ -431,8 +432,8 @@ def _latest_section(latest: pd.Series, results: pd.DataFrame) -> str:
         ("status", esc(status)),
         ("started", esc(latest["started"])),
         ("ended", esc(latest["ended"]) or "—"),
-        ("suites", "<br>".join(esc(s) for s in run.get("suites") or []) or "—"),
-        ("options", esc(json.dumps(run.get("options") or {}, sort_keys=True))),
+        ("suites", "<br>".join(esc(s) for s in run.suites) or "—"),
+        ("options", esc(json.dumps(run.options, sort_keys=True))),
     ]
     body.append("<dl>" + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>")
     if results.empty:
@@ -448,7 +449,7 @@ def _latest_section(latest: pd.Series, results: pd.DataFrame) -> str:
             f"{by_verdict.to_html(escape=True, border=0)}</div>"
             f"<div><h3>By outcome</h3>{by_outcome.to_html(escape=True, border=0)}</div></div>"
         )
-    environment = pd.DataFrame(_flatten(run.get("environment") or {}), columns=["key", "value"])
+    environment = pd.DataFrame(_flatten(run.environment), columns=["key", "value"])
     body.append(
         "<details><summary>Environment</summary>"
         f"{environment.to_html(escape=True, index=False, border=0)}</details>"
@@ -742,48 +743,47 @@ def _speedup_section(pairs: pd.DataFrame) -> str:
     return _section("speedup", title, intro + chart + table)
 
 
-def _failure(record: dict[str, Any]) -> str:
-    outcome, verdict = record["outcome"], record["verdict"]
-    node = record.get("divergent_node")
-    trace = record.get("trace") or {}
-    layout = esc(record["layout"])
-    if record.get("layout_order"):
-        layout += f" · order {esc(', '.join(record['layout_order']))}"
-    if record.get("layout_values"):
-        layout += f" · values {esc(json.dumps(record['layout_values'], sort_keys=True))}"
-    tolerance = record.get("tolerance") or {}
+def _failure(record: CaseResult) -> str:
+    outcome, verdict = record.outcome, record.verdict
+    node = record.divergent_node
+    trace = record.trace
+    layout = esc(record.layout)
+    if record.layout_order:
+        layout += f" · order {esc(', '.join(record.layout_order))}"
+    if record.layout_values:
+        layout += f" · values {esc(json.dumps(record.layout_values, sort_keys=True))}"
+    tolerance = record.tolerance
     facts = [
         (
             "result",
-            f"<code>{esc(record['result_id'])}</code> in run <code>{esc(record['run_id'])}</code>",
+            f"<code>{esc(record.result_id)}</code> in run <code>{esc(record.run_id)}</code>",
         ),
-        ("suite", f"{esc(record['suite'])} <span class='muted'>{esc(record['suite_path'])}</span>"),
+        ("suite", f"{esc(record.suite)} <span class='muted'>{esc(record.suite_path)}</span>"),
         (
             "model · shape",
-            f"{esc(record['model'])} · "
-            f"{esc(', '.join(f'{k}={v}' for k, v in record['shape'].items()))}",
+            f"{esc(record.model)} · {esc(', '.join(f'{k}={v}' for k, v in record.shape.items()))}",
         ),
         ("layout", layout),
         (
             "backend",
-            f"{esc(record['backend'])} · {esc(record['capture'])}"
-            + (" (revisit: first layout captured again)" if record.get("revisit") else ""),
+            f"{esc(record.backend)} · {esc(record.capture)}"
+            + (" (revisit: first layout captured again)" if record.revisit else ""),
         ),
-        ("injected faults", esc(", ".join(record.get("injected") or [])) or "—"),
+        ("injected faults", esc(", ".join(record.injected)) or "—"),
         (
             "verdicts",
-            esc(", ".join(record["verdicts"]))
-            + f" <span class='muted'>(expected {esc(', '.join(record['expected']))})</span>",
+            esc(", ".join(record.verdicts))
+            + f" <span class='muted'>(expected {esc(', '.join(record.expected))})</span>",
         ),
-        ("bug", bug_html(record.get("bug")) or "—"),
-        ("reason", esc(record.get("reason")) or "—"),
-        ("attribution", esc(record.get("attribution")) or "—"),
-        ("stale from", esc(record.get("stale_from")) or "—"),
+        ("bug", bug_html(record.bug) or "—"),
+        ("reason", esc(record.reason) or "—"),
+        ("attribution", esc(record.attribution) or "—"),
+        ("stale from", esc(record.stale_from) or "—"),
         ("divergent node", esc(node_text(node)) if node else "—"),
         (
             "error",
-            f"max abs {num(record.get('max_abs_error'))}, max rel "
-            f"{num(record.get('max_rel_error'))} (tolerance abs {num(tolerance.get('abs'))}, "
+            f"max abs {num(record.max_abs_error)}, max rel "
+            f"{num(record.max_rel_error)} (tolerance abs {num(tolerance.get('abs'))}, "
             f"rel {num(tolerance.get('rel'))})",
         ),
         (
@@ -791,17 +791,17 @@ def _failure(record: dict[str, Any]) -> str:
             esc(", ".join(f"{k} {v}" for k, v in trace.items() if k != "errors"))
             + "".join(f"<pre>{esc(e)}</pre>" for e in trace.get("errors") or []),
         ),
-        ("message", f"<pre>{esc(record['message'])}</pre>"),
+        ("message", f"<pre>{esc(record.message)}</pre>"),
     ]
     details = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
     is_open = " open" if outcome in analysis.FAILING else ""
     return (
-        f'<details class="failure" id="{esc(result_anchor(record["result_id"]))}" '
-        f"{facet_attrs(record)}{is_open}><summary>{badge(outcome, verdict)} "
-        f'<span class="case">{esc(record["case_id"])}</span> — {esc(verdict)}: '
+        f'<details class="failure" id="{esc(result_anchor(record.result_id))}" '
+        f"{facet_attrs(record.to_dict())}{is_open}><summary>{badge(outcome, verdict)} "
+        f'<span class="case">{esc(record.case_id)}</span> — {esc(verdict)}: '
         f"{esc(VERDICTS.get(verdict, ''))}</summary><dl>{details}</dl>"
         f"<p>A case for <code>suites/</code> (also <code>python -m runner new-case "
-        f'{esc(record["result_id"])}</code>):</p><pre class="yaml">'
+        f'{esc(record.result_id)}</code>):</p><pre class="yaml">'
         f"{esc(case_snippet(record))}</pre></details>"
     )
 

@@ -64,10 +64,10 @@ def render_summary(history: History) -> str:
     results = history.run_results(latest["run_id"])
     lines = [f"## Regression run {md(latest['run_id'])}: {md(latest['status'])}", ""]
     if latest["status"] != "complete":
-        why = latest["record"].get("message") or "the run did not record its end"
+        why = latest["record"].message or "the run did not record its end"
         lines += [
             f"> **Run {md(latest['status'])}**: {md(why)}. {len(results)} of "
-            f"{md(latest['record'].get('cases', '?'))} planned cases have results.",
+            f"{md(latest['record'].cases or '?')} planned cases have results.",
             "",
         ]
     outcomes = results["outcome"].value_counts()
