@@ -9,7 +9,7 @@ import math
 import pandas as pd
 
 from runner.report.history import History
-from runner.verdicts import FAILING_OUTCOMES as FAILING
+from runner.verdicts import FAILING_OUTCOMES
 
 FAILING_KINDS = ("unexpected", "xpass")  # the failing outcomes, as kinds (``outcome_kind``)
 
@@ -84,7 +84,7 @@ def _change(before_outcome, before_verdict, outcome: str, verdict: str) -> str |
         return "unexpected pass"
     if outcome == "unexpected" and before_outcome != "unexpected":
         return "new failure"
-    if before_outcome in FAILING and outcome not in FAILING | {"skipped"}:
+    if before_outcome in FAILING_OUTCOMES and outcome not in FAILING_OUTCOMES | {"skipped"}:
         return "fixed"
     if before_verdict is not None and verdict != before_verdict:
         return "verdict changed"

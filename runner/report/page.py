@@ -29,7 +29,7 @@ from runner.report.history import History
 from runner.report.links import bug_url
 from runner.report.newcase import case_snippet, node_text
 from runner.report.svg import line_chart, sparkline, stacked_bars
-from runner.verdicts import VERDICTS
+from runner.verdicts import FAILING_OUTCOMES, VERDICTS
 
 GRID_RUNS = 20  # runs shown in the status grid and used for flakiness and trends
 
@@ -794,7 +794,7 @@ def _failure(record: CaseResult) -> str:
         ("message", f"<pre>{esc(record.message)}</pre>"),
     ]
     details = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
-    is_open = " open" if outcome in analysis.FAILING else ""
+    is_open = " open" if outcome in FAILING_OUTCOMES else ""
     return (
         f'<details class="failure" id="{esc(result_anchor(record.result_id))}" '
         f"{facet_attrs(record.to_dict())}{is_open}><summary>{badge(outcome, verdict)} "

@@ -15,6 +15,7 @@ from runner.report import analysis
 from runner.report.analysis import KIND_LABELS, outcome_kind
 from runner.report.history import History
 from runner.report.links import bug_url
+from runner.verdicts import FAILING_OUTCOMES
 
 MAX_ROWS = 50  # GitHub caps a job summary at 1 MiB; the HTML report has everything
 
@@ -100,7 +101,7 @@ def render_summary(history: History) -> str:
             if rows
             else ["No verdict changed.", ""]
         )
-    failing = results[results["outcome"].isin(analysis.FAILING)]
+    failing = results[results["outcome"].isin(FAILING_OUTCOMES)]
     if not failing.empty:
         lines += ["### Unexpected results", ""]
         lines += _table(
