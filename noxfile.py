@@ -129,3 +129,4 @@ def bench(session: nox.Session) -> None:
     install_system_packages(session)
     install_project(session, ".")
     session.run("python", "bench/bench.py", *session.posargs)
+    session.run("python", "bench/versions.py")

@@ -13,7 +13,6 @@ that cannot run the case (the build is missing, the install failed) is skipped a
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 from runner.backends import REGISTRY
 from runner.backends.base import BackendOptions, BackendTarget
 from runner.errors import InvalidInput
-from runner.matrix import Case, expand_suite
+from runner.matrix import Case, expand_suite, unversioned_id
 from runner.pipeline import execute
 from runner.suite.spec import Suite
 
@@ -49,19 +48,12 @@ class Bisection:
     compare_url: str | None  # upstream changes from the last agreeing to the first differing
 
 
-def _unversioned(case_id: str) -> str:
-    """A case id without its backend's ``@version`` label (ids carry one when a run has
-    several versions); the backend is the part before the mode."""
-    *head, backend, mode = case_id.split("/")
-    return "/".join([*head, re.sub(r"@[^:]*", "", backend), mode])
-
-
 def find_case(suites: list[Suite], case_id: str) -> tuple[Suite, Case]:
     """The suite and case an id names (its version label, if any, ignored)."""
-    wanted = _unversioned(case_id)
+    wanted = unversioned_id(case_id)
     for suite in suites:
         for case in expand_suite(suite):
-            if _unversioned(case.id) == wanted:
+            if unversioned_id(case.id) == wanted:
                 return suite, case
     raise InvalidInput(f"no case {case_id!r} in these suites; `python -m runner list` shows them")
 

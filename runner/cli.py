@@ -447,14 +447,15 @@ def _failure_text(result: Any) -> str:
 
 def _print_summary(summary, out: Path) -> None:
     console.print(f"run {summary.run_id}: {len(summary.results)} case(s), {summary.status}")
+    # A row per backend (they multiply with builds and versions), a column per verdict seen.
     table = Table()
-    table.add_column("verdict")
-    counts = Counter((r.verdict, r.backend) for r in summary.results)
-    backends = sorted({b for _, b in counts})
-    for backend in backends:
-        table.add_column(backend, justify="right")
-    for verdict in sorted({v for v, _ in counts}):
-        table.add_row(verdict, *(str(counts.get((verdict, b), "")) for b in backends))
+    table.add_column("backend")
+    counts = Counter((r.backend, r.verdict) for r in summary.results)
+    verdicts = [v for v in VERDICTS if any(seen == v for _, seen in counts)]
+    for verdict in verdicts:
+        table.add_column(verdict, justify="right")
+    for backend in sorted({b for b, _ in counts}):
+        table.add_row(backend, *(str(counts.get((backend, v), "")) for v in verdicts))
     console.print(table)
     for result in summary.results:
         if result.outcome in FAILING_OUTCOMES:

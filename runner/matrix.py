@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import itertools
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +85,13 @@ class Case:
             "test": op_case.test.name if op_case else "",
             "operator": op_case.test.operator if op_case else "",
         }
+
+
+def unversioned_id(case_id: str) -> str:
+    """A case id without its backend's ``@version`` label: the same case on every version. (The
+    backend is the part before the mode.)"""
+    *head, backend, mode = case_id.split("/")
+    return "/".join([*head, re.sub(r"@[^:]*", "", backend), mode])
 
 
 def suite_cells(suite: Suite) -> list[tuple[ModelSpec, Shape, Layout, BackendTarget, bool, dict]]:

@@ -13,8 +13,13 @@ import pytest
 from runner.backends import REGISTRY
 from runner.backends.ortweb import versions
 from runner.backends.ortweb.package import OrtWebPackage, pinned_version
-from runner.bisect import _unversioned
+from runner.history import CaseResult, RunRecord
+from runner.matrix import unversioned_id
+from runner.report import analysis
+from runner.report.history import History
+from runner.report.page import render_page
 from runner.suite import load_suite
+from runner.verdicts import Outcome
 
 from .conftest import regress
 
@@ -160,7 +165,7 @@ def test_bad_versions_are_located_invalid_input(offline_cache, write_suite):
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.splitlines()
     assert lines[0].startswith(f"{suite}:6:41: onnxruntime-web 1.24.9 is not published (nearest:")
-    assert "expected a published version, a dist-tag (latest), dev, or a folder" in lines[0]
+    assert "expected a published version, a dist-tag (latest), dev, pinned, or a folder" in lines[0]
     assert lines[1].startswith(f"{suite}:6:51: {suite.parent / 'nowhere'} has no package.json")
     assert "Traceback" not in proc.stderr
 
@@ -187,16 +192,12 @@ def test_a_cached_version_needs_no_network(tmp_path, write_suite):
 
 
 def test_bisect_reads_case_ids_with_or_without_a_version():
-    with_version = "enc/batch=1,sequence=4/layout=default/ort-web@1.24.3:webgpu/capture"
-    assert (
-        _unversioned(with_version) == "enc/batch=1,sequence=4/layout=default/ort-web:webgpu/capture"
-    )
-    assert (
-        _unversioned("m/f.jsonc/t/c/ort-web@dev:jsep/eager") == "m/f.jsonc/t/c/ort-web:jsep/eager"
-    )
-    assert _unversioned("enc/static/layout=default/wgpu/capture-revisit").endswith(
-        "/wgpu/capture-revisit"
-    )
+    base = "enc/batch=1,sequence=4/layout=default"
+    versioned = f"{base}/ort-web@1.24.3:webgpu/capture"
+    assert unversioned_id(versioned) == f"{base}/ort-web:webgpu/capture"
+    op = "m/f.jsonc/t/c"
+    assert unversioned_id(f"{op}/ort-web@dev:jsep/eager") == f"{op}/ort-web:jsep/eager"
+    assert unversioned_id(f"{base}/wgpu/capture-revisit") == f"{base}/wgpu/capture-revisit"
 
 
 def test_bisect_refuses_what_it_cannot_do(offline_cache, write_suite):
@@ -237,3 +238,75 @@ shapes: [{{batch: 1, sequence: 4}}]
 backends:
   - {{name: ort-web, version: {version}, bundle: webgpu}}
 """
+
+
+def _result(version: str, label: str, mode: str, verdict: str) -> CaseResult:
+    backend = f"ort-web@{label}:webgpu"
+    return CaseResult(
+        result_id=f"{label}-{mode}",
+        run_id="R",
+        case_id=f"bert/static/layout=default/{backend}/{mode}",
+        suite="s",
+        suite_path="/s.yaml",
+        model="bert",
+        shape={},
+        layout="default",
+        layout_order=[],
+        layout_values={},
+        backend=backend,
+        bundle="webgpu",
+        version=version,
+        capture=mode,
+        verdict=verdict,
+        verdicts=[verdict],
+        expected=["pass"],
+        outcome=Outcome.EXPECTED if verdict == "pass" else Outcome.UNEXPECTED,
+        max_abs_error=None,
+        max_rel_error=None,
+        tolerance={"abs": 1e-3, "rel": 1e-5},
+        message="",
+        finished_at="2026-11-30T10:00:00+00:00",
+    )
+
+
+def test_the_report_shows_cases_by_version_and_what_changed():
+    results = [
+        _result("1.24.3", "1.24.3", "eager", "pass"),
+        _result("1.24.3", "1.24.3", "capture", "capture-unsupported"),
+        _result("1.30.0", "1.30.0", "eager", "pass"),
+        _result("1.30.0", "1.30.0", "capture", "pass"),
+        _result("1.31.0-dev.20260914-8d85527a0", "dev", "eager", "pass"),
+        _result("1.31.0-dev.20260914-8d85527a0", "dev", "capture", "capture-mismatch"),
+    ]
+    history = History.of([RunRecord("R", "2026-11-30T10:00:00+00:00")], results)
+    grid = analysis.version_grid(history.results)
+    assert list(grid["verdict"].columns) == ["1.24.3", "1.30.0", "1.31.0-dev.20260914-8d85527a0"]
+    capture = "bert/static/layout=default/ort-web:webgpu/capture"
+    assert grid.loc[capture, "verdict"].tolist() == [
+        "capture-unsupported",
+        "pass",
+        "capture-mismatch",
+    ]
+    changes = analysis.version_changes(grid).to_dict("records")
+    assert changes == [
+        {
+            "case": capture,
+            "from": "1.24.3",
+            "to": "1.30.0",
+            "before": "capture-unsupported",
+            "after": "pass",
+        },
+        {
+            "case": capture,
+            "from": "1.30.0",
+            "to": "1.31.0-dev.20260914-8d85527a0",
+            "before": "pass",
+            "after": "capture-mismatch",
+        },
+    ]
+    page, _ = render_page(history, "2026-11-30T11:00:00+00:00")
+    assert '<section id="versions">' in page and '<a href="#versions">' in page
+    assert "dev<br>" in page and "Changed between versions" in page
+    single = History.of([RunRecord("R", "2026-11-30T10:00:00+00:00")], results[2:4])
+    assert analysis.version_grid(single.results).empty
+    assert 'id="versions"' not in render_page(single, "2026-11-30T11:00:00+00:00")[0]

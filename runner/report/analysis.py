@@ -8,6 +8,7 @@ import math
 
 import pandas as pd
 
+from runner.matrix import unversioned_id
 from runner.report.history import History
 from runner.verdicts import FAILING_OUTCOMES
 
@@ -194,6 +195,41 @@ def latest_pivot(results: pd.DataFrame) -> pd.DataFrame:
     )
     rank = pivot["kind"].apply(lambda column: column.map(KIND_RANK)).min(axis=1)
     return pivot.loc[sorted(pivot.index, key=lambda row: (rank[row], row))]
+
+
+def version_grid(results: pd.DataFrame) -> pd.DataFrame:
+    """One run over several versions of a backend: one row per case without its version
+    (``unversioned_id``), one column per version in the order the run ran them; columns
+    (verdict | outcome | kind | result_id | label, version). Empty when the run had one
+    version."""
+    ran = with_kind(results.dropna(subset=["version"]))
+    if ran["version"].nunique() < 2:
+        return pd.DataFrame()
+    labels = [backend.partition("@")[2].partition(":")[0] for backend in ran["backend"]]
+    ran = ran.assign(row=[unversioned_id(c) for c in ran["case_id"]], label=labels)
+    grid = ran.pivot_table(
+        index="row",
+        columns="version",
+        values=["verdict", "outcome", "kind", "result_id", "label"],
+        aggfunc="last",
+    )
+    order = list(dict.fromkeys(ran["version"]))
+    return grid.reindex(
+        columns=pd.MultiIndex.from_product([grid.columns.levels[0], order])
+    ).sort_index()
+
+
+def version_changes(grid: pd.DataFrame) -> pd.DataFrame:
+    """Where a case's verdict differs between consecutive versions of `version_grid` (both
+    ran it): case, from version, to version, old and new verdict."""
+    changes = []
+    versions = list(grid["verdict"].columns) if not grid.empty else []
+    for row, verdicts in grid["verdict"].iterrows() if versions else ():
+        ran = [(v, verdicts[v]) for v in versions if isinstance(verdicts[v], str)]
+        for (before, old), (after, new) in zip(ran, ran[1:], strict=False):
+            if old != new:
+                changes.append((row, before, after, old, new))
+    return pd.DataFrame(changes, columns=["case", "from", "to", "before", "after"])
 
 
 def flaky_cases(results: pd.DataFrame, min_flips: int = FLAKY_MIN_FLIPS) -> pd.DataFrame:

@@ -29,6 +29,7 @@ RESULT_COLUMNS = (
     "layout",
     "backend",
     "bundle",
+    "version",
     "capture",
     "verdict",
     "outcome",

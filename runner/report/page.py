@@ -587,6 +587,57 @@ def _pivot_section(latest: pd.DataFrame, detailed: set[str]) -> str:
     return _section("pivot", title, intro + _legend() + body)
 
 
+def _versions_section(latest: pd.DataFrame, detailed: set[str]) -> str:
+    """The latest run's cases by version, and what changed from one version to the next;
+    nothing when the run had one version."""
+    grid = analysis.version_grid(latest)
+    if grid.empty:
+        return ""
+    versions = list(grid["verdict"].columns)
+    labels = grid["label"].apply(
+        lambda column: column.dropna().iloc[0] if column.notna().any() else ""
+    )
+    head = (
+        "<tr><th>case</th>"
+        + "".join(
+            f'<th title="{esc(v)}">{esc(labels[v])}<br><span class="muted">{esc(v)}</span></th>'
+            for v in versions
+        )
+        + "</tr>"
+    )
+    rows = []
+    for key in grid.index:
+        cells = "".join(
+            _cell(
+                grid.at[key, ("verdict", v)],
+                grid.at[key, ("outcome", v)],
+                grid.at[key, ("kind", v)],
+                target=result_anchor(grid.at[key, ("result_id", v)])
+                if grid.at[key, ("result_id", v)] in detailed
+                else "",
+            )
+            for v in versions
+        )
+        rows.append(f'<tr><td class="case">{esc(key)}</td>{cells}</tr>')
+    changes = analysis.version_changes(grid)
+    listed = "".join(
+        f'<tr><td class="case">{esc(c["case"])}</td><td>{esc(c["from"])}</td>'
+        f"<td>{esc(c['to'])}</td><td>{esc(c['before'])}</td><td>{esc(c['after'])}</td></tr>"
+        for c in changes.to_dict("records")
+    )
+    changed = "<h3>Changed between versions</h3>" + (
+        _table(_head(["case", "from version", "to version", "before", "after"]), [listed])
+        if listed
+        else '<p class="muted">No verdict differs between consecutive versions.</p>'
+    )
+    intro = (
+        f"<p>{len(grid)} cases on {len(versions)} versions, in the order the run ran them; "
+        "a failing verdict links to its details.</p>"
+    )
+    table = f'<table class="grid"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+    return _section("versions", "Latest run: case by version", intro + _legend() + table + changed)
+
+
 def _grid_section(
     window: pd.DataFrame, run_ids: list[str], runs: pd.DataFrame, folds: dict[str, str]
 ) -> str:
@@ -823,6 +874,7 @@ SECTIONS = (
     ("runs", "runs"),
     ("changes", "changes"),
     ("pivot", "case × backend"),
+    ("versions", "case × version"),
     ("grid", "case × run"),
     ("flaky", "flaky"),
     ("errors", "errors"),
@@ -836,7 +888,7 @@ def _page(title: str, header: str, body: str, folds: dict[str, str]) -> tuple[st
     data = json.dumps(folds, sort_keys=True)
     build = hashlib.sha1(data.encode()).hexdigest()[:16]
     script = f'window.REPORT_DATA = {{"build": "{build}", "folds": {data}}};\n'
-    nav = "".join(f'<a href="#{k}">{esc(v)}</a>' for k, v in SECTIONS)
+    nav = "".join(f'<a href="#{k}">{esc(v)}</a>' for k, v in SECTIONS if f'id="{k}"' in body)
     html = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
@@ -885,6 +937,7 @@ def render_page(history: History, built_at: str, grid_runs: int = GRID_RUNS) -> 
             _runs_section(history),
             _changes_section(changed, previous, detailed, folds),
             _pivot_section(latest_results, detailed),
+            _versions_section(latest_results, detailed),
             _grid_section(window, run_ids, history.runs, folds),
             _flaky_section(analysis.flaky_cases(window), folds),
             _errors_section(analysis.error_trends(window), x_range, folds),

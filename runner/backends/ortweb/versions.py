@@ -1,5 +1,6 @@
 """onnxruntime-web versions: what npm publishes, in version order, and what a suite's
-``version:`` names (an exact version, an npm dist-tag, ``dev``, or a local build folder).
+``version:`` names (an exact version, an npm dist-tag, ``dev``, ``pinned``, or a local build
+folder).
 
 npm's answer (versions and dist-tags) is asked once per process and kept in the cache folder, so
 that a run whose versions are all installed needs no network: an exact version already in the
@@ -26,6 +27,7 @@ from runner.files import write_atomic
 
 REPOSITORY = "https://github.com/microsoft/onnxruntime"
 DEV = "dev"  # npm's `dev` tag where it exists, else the newest published dev build
+PINNED = "pinned"  # the version runner/backends/ortweb/npm/package.json pins
 LOCAL = "local"  # how case ids name a local build folder
 _DEV_COMMIT = re.compile(r"-dev\.\d{8}-([0-9a-f]{7,40})$")
 
@@ -120,9 +122,9 @@ def is_folder(text: str) -> bool:
 def resolve(text: str | None, base: Path) -> ResolvedVersion:
     """The version `text` names (None: the pinned one); a folder is relative to `base`. Raises
     VersionProblem, or EnvironmentUnusable when npm must be asked and cannot be."""
-    if text is None:
+    if text is None or text == PINNED:
         pinned = pinned_version()
-        return ResolvedVersion(pinned, pinned, "pinned in runner/backends/ortweb/npm")
+        return ResolvedVersion(pinned, text or pinned, "pinned in runner/backends/ortweb/npm")
     if is_folder(text):
         return _local(text.removeprefix("file:"), base)
     if text in installed_versions():
@@ -140,7 +142,7 @@ def resolve(text: str | None, base: Path) -> ResolvedVersion:
     nearest = ", ".join(found.nearest(text)) or "none"
     raise VersionProblem(
         f"onnxruntime-web {text} is not published (nearest: {nearest})",
-        f"a published version, a dist-tag ({', '.join(sorted(found.tags))}), {DEV}, "
+        f"a published version, a dist-tag ({', '.join(sorted(found.tags))}), {DEV}, {PINNED}, "
         "or a folder holding an onnxruntime-web build",
     )
 
