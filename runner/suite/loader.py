@@ -44,7 +44,7 @@ from runner.uniforms import UNIFORM_FIELDS
 
 # Refuse a shape before anything is allocated if one tensor would pass this.
 MAX_TENSOR_BYTES = int(os.environ.get("REGRESS_MAX_TENSOR_MIB", "1024")) << 20
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "suite.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "suite.schema.json"
 BUILTIN_DIMS = {"encoder": ("batch", "sequence")}
 
 
