@@ -203,10 +203,13 @@ def main() -> int:
         ("1 shard / 2 concurrent shards", f"{one_s:.1f} s / {two_s:.1f} s ({one_s / two_s:.2f}x)"),
         ("peak memory, whole run incl. browser", f"{peak_kib / 1024:.0f} MiB"),
     ]
-    print("| measure | value |\n| --- | --- |")
-    for name, value in rows:
-        print(f"| {name} | {value} |")
+    print(markdown_table(rows))
     return 0
+
+
+def markdown_table(rows: list[tuple[str, str]]) -> str:
+    """The README's two-column table of measures."""
+    return "\n".join(["| measure | value |", "| --- | --- |", *(f"| {n} | {v} |" for n, v in rows)])
 
 
 if __name__ == "__main__":

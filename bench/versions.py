@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import markdown_table  # noqa: E402  (bench.py, beside this script)
 from runner.backends.ortweb.package import package_for, pinned_version  # noqa: E402
 
 SUITE = """
@@ -97,9 +98,7 @@ def main() -> int:
             else f"failed: {said[-300:]}",
         ),
     ]
-    print("| measure | value |\n| --- | --- |")
-    for name, value in rows:
-        print(f"| {name} | {value} |")
+    print(markdown_table(rows))
     return 0
 
 

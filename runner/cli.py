@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -564,6 +565,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         console.print("interrupted")
         return int(ExitCode.INTERRUPTED)
+    except BrokenPipeError:  # `regress list | head`: the reader has all it wants
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return int(ExitCode.OK)
 
 
 if __name__ == "__main__":

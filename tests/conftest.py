@@ -3,6 +3,7 @@ and a repository root for path checks."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,6 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+
+from runner.backends.base import Timings, Trace
+from runner.history import CaseResult
+from runner.verdicts import Outcome
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -66,3 +71,36 @@ def run_until_results(suite: Path, out: Path, results: int = 3) -> subprocess.Po
             break
         time.sleep(0.1)
     return proc
+
+
+def case_result(**fields) -> CaseResult:
+    """A stored result for pure-logic tests: a passing eager reference case, as `fields` change
+    it (a failing verdict fails the run unless `outcome` says otherwise)."""
+    verdict = fields.get("verdict", "pass")
+    defaults = dict(
+        result_id="r0",
+        run_id="R",
+        case_id="m/static/layout=default/reference/eager",
+        suite="s",
+        suite_path="/s.yaml",
+        model="m",
+        shape={},
+        layout="default",
+        layout_order=[],
+        layout_values={},
+        backend="reference",
+        bundle=None,
+        capture="eager",
+        verdict=verdict,
+        verdicts=[verdict],
+        expected=["pass"],
+        outcome=Outcome.EXPECTED if verdict == "pass" else Outcome.UNEXPECTED,
+        max_abs_error=None,
+        max_rel_error=None,
+        tolerance={"abs": 1e-3, "rel": 1e-5},
+        message="",
+        finished_at="2026-11-30T10:00:00+00:00",
+        timings=dataclasses.asdict(Timings()),
+        trace=Trace().summary(),
+    )
+    return CaseResult(**{**defaults, **fields})

@@ -21,7 +21,7 @@ from runner.backends.ortweb import browser
 from runner.backends.ortweb.backend import OrtWebBackend
 from runner.backends.ortweb.browser import CHROMIUM_ENV, descendant_pids
 from runner.backends.ortweb.diagnose import diagnose
-from runner.backends.ortweb.package import BUILDS
+from runner.backends.ortweb.package import BUILDS, pinned_version
 from runner.compare import compare
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
@@ -238,7 +238,7 @@ def test_float16_runs_only_where_the_adapter_has_shader_f16(backend):
 
 def test_sessions_stay_alive_within_a_sequence_and_go_with_the_next(backend):
     """Layout-change sequences need earlier sessions alive; another sequence releases them."""
-    page = backend._loaded_page("jspi")
+    page = backend._loaded_page(pinned_version(), "jspi")
     case, workload = encoder_case("compact", "jspi", capture=False)
     backend.run(case, workload)
     capture_case, capture_workload = encoder_case("compact", "jspi", capture=True)
@@ -287,7 +287,7 @@ def test_a_case_past_its_timeout_times_out_and_the_page_reloads(backend):
 def test_a_page_stuck_in_a_loop_is_killed_and_the_run_goes_on(backend):
     case, workload = encoder_case("compact", "jsep", capture=False)
     assert backend.run(case, workload).status == "ok"
-    page = backend._loaded_page("jsep")
+    page = backend._loaded_page(pinned_version(), "jsep")
     loads = page.loads
     page._page.evaluate("() => { setTimeout(() => { for (;;) {} }, 50); }")  # a wasm-like hang
     spec = ModelSpec("encoder-compact", builtin="encoder", encoder=ENCODERS["compact"])

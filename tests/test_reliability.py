@@ -7,10 +7,9 @@ import multiprocessing
 import signal
 import sqlite3
 
-from runner.history import CaseResult, RunRecord, SqliteHistory
-from runner.verdicts import Outcome
+from runner.history import RunRecord, SqliteHistory
 
-from .conftest import regress, run_until_results
+from .conftest import case_result, regress, run_until_results
 from .test_cli import SUITE
 
 
@@ -71,32 +70,7 @@ def _write_many(path, writer: int, count: int) -> None:
         RunRecord.from_dict({"run_id": f"run-{writer}", "started": "2026-01-01T00:00:00"})
     )
     for i in range(count):
-        history.record(
-            CaseResult(
-                result_id=f"{writer}-{i}",
-                run_id=f"run-{writer}",
-                case_id=f"case-{i}",
-                suite="s",
-                suite_path="s.yaml",
-                model="m",
-                shape={},
-                layout="default",
-                layout_order=[],
-                layout_values={},
-                backend="reference",
-                bundle=None,
-                capture="eager",
-                verdict="pass",
-                verdicts=["pass"],
-                expected=["pass"],
-                outcome=Outcome.EXPECTED,
-                max_abs_error=0.0,
-                max_rel_error=0.0,
-                tolerance={},
-                message="",
-                finished_at="2026-01-01T00:00:00",
-            )
-        )
+        history.record(case_result(result_id=f"{writer}-{i}", run_id=f"run-{writer}"))
     history.close()
 
 

@@ -19,9 +19,8 @@ from runner.report import analysis
 from runner.report.history import History
 from runner.report.page import render_page
 from runner.suite import load_suite
-from runner.verdicts import Outcome
 
-from .conftest import regress
+from .conftest import case_result, regress
 
 # As npm listed them on 2026-11-30, in npm's own order: dev builds published out of order.
 PUBLISHED = [
@@ -242,30 +241,15 @@ backends:
 
 def _result(version: str, label: str, mode: str, verdict: str) -> CaseResult:
     backend = f"ort-web@{label}:webgpu"
-    return CaseResult(
+    return case_result(
         result_id=f"{label}-{mode}",
-        run_id="R",
         case_id=f"bert/static/layout=default/{backend}/{mode}",
-        suite="s",
-        suite_path="/s.yaml",
         model="bert",
-        shape={},
-        layout="default",
-        layout_order=[],
-        layout_values={},
         backend=backend,
         bundle="webgpu",
         version=version,
         capture=mode,
         verdict=verdict,
-        verdicts=[verdict],
-        expected=["pass"],
-        outcome=Outcome.EXPECTED if verdict == "pass" else Outcome.UNEXPECTED,
-        max_abs_error=None,
-        max_rel_error=None,
-        tolerance={"abs": 1e-3, "rel": 1e-5},
-        message="",
-        finished_at="2026-11-30T10:00:00+00:00",
     )
 
 

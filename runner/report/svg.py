@@ -134,12 +134,7 @@ def line_chart(
                 f"<title>{escape(name)}, run {escape(x_labels[i])}: {v:.2f}x</title>"
                 f"</circle>"
             )
-        parts.append(
-            f'<rect x="{legend_x}" y="{height - 14}" width="10" height="10" '
-            f'fill="{color}"/><text x="{legend_x + 14}" y="{height - 5}" '
-            f'class="legend">{escape(name)}</text>'
-        )
-        legend_x += 24 + len(name) * 7
+        legend_x = _legend_entry(parts, legend_x, height, f'fill="{color}"', name)
     parts.append("</svg>")
     return "".join(parts)
 
@@ -195,11 +190,15 @@ def stacked_bars(
             parts.append(f'<text y="{height - bottom + 16}" class="xtick">{lines}</text>')
     legend_x = left
     for kind, name in kinds.items():
-        parts.append(
-            f'<rect x="{legend_x}" y="{height - 14}" width="10" height="10" '
-            f'class="k-{escape(kind)}"/><text x="{legend_x + 14}" y="{height - 5}" '
-            f'class="legend">{escape(name)}</text>'
-        )
-        legend_x += 24 + len(name) * 7
+        legend_x = _legend_entry(parts, legend_x, height, f'class="k-{escape(kind)}"', name)
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _legend_entry(parts: list[str], x: int, height: int, swatch: str, name: str) -> int:
+    """A coloured square and its name along the chart's bottom edge; the next entry's x."""
+    parts.append(
+        f'<rect x="{x}" y="{height - 14}" width="10" height="10" {swatch}/>'
+        f'<text x="{x + 14}" y="{height - 5}" class="legend">{escape(name)}</text>'
+    )
+    return x + 24 + len(name) * 7

@@ -150,7 +150,9 @@ def _install(version: str, folder: Path) -> None:
 def prepare_run(targets: Sequence[BackendTarget], say: Callable[[str], None]) -> dict[str, Any]:
     """Install every version the run's targets need (run.json: what each label ran)."""
     labels = {}
-    for version, label in dict.fromkeys((t.version, t.label or t.version) for t in targets):
+    for target in targets:
+        version = target.version or pinned_version()  # a target made without one: the pin
+        label = target.label or version
         if not version.startswith("file:") and not (versions_folder() / version).is_dir():
             say(f"installing onnxruntime-web {version} into {versions_folder()} (npm)")
         package_for(version)
