@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from runner.backends import REGISTRY
+from runner.backends.base import VersionProblem
 from runner.backends.ortweb import versions
 from runner.backends.ortweb.package import OrtWebPackage, pinned_version
 from runner.history import CaseResult, RunRecord
@@ -106,10 +107,16 @@ def test_a_local_build_folder(tmp_path):
     build = tmp_path / "js" / "web"
     (build / "dist").mkdir(parents=True)
     (build / "package.json").write_text(json.dumps({"name": "onnxruntime-web", "version": "9.9.9"}))
+    assert (
+        OrtWebPackage(build, "file:x")
+        .layout_problem()
+        .startswith(
+            "onnxruntime-web file:x: its dist/ holds none of the builds this runner knows (ort.mjs "
+            "with *.jsep.wasm"
+        )
+    )
     with pytest.raises(
-        versions.VersionProblem,
-        match="holds no onnxruntime-web build.*jsep: "
-        r"dist/ort\.mjs",
+        VersionProblem, match=r"holds no onnxruntime-web build.*jsep: dist/ort\.mjs"
     ):
         versions.resolve("js/web", tmp_path)
     for name in ("ort.webgpu.mjs", "ort-wasm-simd-threaded.asyncify.wasm"):
