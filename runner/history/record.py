@@ -62,6 +62,7 @@ class CaseResult:
     message: str
     finished_at: str
     suite_line: int | None = None  # the model's line in suite_path; older records lack it
+    model_digest: str | None = None  # sha256 of the model bytes run; None: never materialized
 
     @classmethod
     def of(
@@ -73,6 +74,7 @@ class CaseResult:
         divergent_node: dict[str, Any] | None = None,
         *,
         wall_ms: float,
+        model_digest: str | None = None,
     ) -> CaseResult:
         expect = case.expectation.expect
         return cls(
@@ -110,6 +112,7 @@ class CaseResult:
             message=judgement.message,
             finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
             suite_line=case.model.line,
+            model_digest=model_digest,
         )
 
     def to_dict(self) -> dict[str, Any]:
