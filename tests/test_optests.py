@@ -28,7 +28,7 @@ from runner.suite import load_suite
 from runner.suite.jsonc import JsoncError, load_jsonc
 from runner.suite.optests import op_test_files
 from runner.suite.spec import BackendTarget, OpAttribute
-from runner.workload import workload_key, materialize
+from runner.workload import materialize, workload_key
 from runner.workload.optest import expected_outputs, op_test_model
 
 from .conftest import REPO

@@ -21,6 +21,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from runner.repro.command import repro_command
 from runner.suite.spec import shape_label
 
 # Characters XML 1.0 cannot carry at all, even escaped.
@@ -87,6 +88,9 @@ def _details(result: dict[str, Any]) -> str:
         f"tolerance {(result.get('tolerance') or {}).get('abs')}"
     )
     lines.append(f"YAML case: python -m runner new-case {result['result_id']}")
+    command = repro_command(result)
+    if command:
+        lines.append(f"repro bundle: {command}")
     return "\n".join(lines)
 
 
