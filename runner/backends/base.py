@@ -142,8 +142,9 @@ class Diagnosis:
 
 @dataclass(frozen=True)
 class ReproRequest:
-    """What a backend's ``repro`` writer gets: a bundle folder whose ``repro.json`` already says
-    which sessions to create in which order, and with which models, inputs and expectations."""
+    """What a backend's ``repro`` writer gets: the bundle folder, holding the models and
+    tensors; ``repro.json`` there (written last) says which sessions to create, in which order,
+    with which models, inputs and expected outputs."""
 
     folder: Path
     target: BackendTarget  # backend, build and exact version the result ran

@@ -128,6 +128,9 @@ def exposed(workload: Workload, names: Sequence[str]) -> Workload:
     inferred = onnx.shape_inference.infer_shapes(model)
     types = {v.name: v.type.tensor_type.elem_type for v in inferred.graph.value_info}
     present = {o.name for o in model.graph.output}
+    unknown = sorted(set(names) - present - types.keys())
+    if unknown:  # another layout's variant may lack a tensor the cut starts at
+        raise ValueError(f"the model has no typed tensor {', '.join(unknown)}")
     for name in names:
         if name not in present:
             model.graph.output.append(helper.make_tensor_value_info(name, types[name], None))

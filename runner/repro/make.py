@@ -132,7 +132,10 @@ def make_bundle(
 
 
 def _candidates(
-    subject: Subject, options: ReproOptions, backend_options: BackendOptions, say
+    subject: Subject,
+    options: ReproOptions,
+    backend_options: BackendOptions,
+    say: Callable[[str], None],
 ) -> tuple[list[Candidate], Anchor | None, list[str]]:
     """The models to try, smallest first, the full model last; and what the reader should know."""
     full = Candidate(None, subject.workload, tuple(w for _, w in subject.earlier))
