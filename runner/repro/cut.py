@@ -49,7 +49,7 @@ def anchor(model: onnx.ModelProto, divergent: Mapping[str, object] | None) -> An
     if first not in producers:
         return None
     node = producers[first]
-    why = "the model's first output (the verdict names no divergent node)"
+    why = "the model's first output, as the verdict names no divergent node"
     return Anchor(first, node.name, node.op_type, why)
 
 

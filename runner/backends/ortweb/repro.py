@@ -67,7 +67,11 @@ def write_runner(request: ReproRequest) -> ReproRunner:
         "WebGPU needs a secure context, which http://127.0.0.1 is).",
         "Open http://127.0.0.1:8000/ in Chrome or Chromium with WebGPU (on Linux start it with "
         "`--enable-unsafe-webgpu --enable-features=Vulkan`).",
-        "The page prints each session it creates, each output's max error against eager and "
+        "The page creates the sessions below as the suite does (`sessionOptions` in "
+        "`repro.mjs`): `executionProviders: [{name: 'webgpu'}]` and the case's "
+        "`freeDimensionOverrides`; a capture session adds `enableGraphCapture: true` and "
+        "`preferredOutputLocation: 'gpu-buffer'` and takes its inputs as GPU buffers "
+        "(`Tensor.fromGpuBuffer`). It prints each output's max error against eager and "
         "onnxruntime CPU, the verdict and PASS or FAIL (also in the console, and as "
         "`window.reproResult`).",
     ]
