@@ -200,6 +200,43 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, default=DEFAULT_OUT, help="reports folder holding history.sqlite"
     )
 
+    repro = commands.add_parser(
+        "repro",
+        help="write a folder that reproduces a failing result on its own (a minimal model, "
+        "inputs, expected outputs, a page or script, ISSUE.md), for an upstream bug report",
+    )
+    repro.add_argument("result_id", help="result id from the report (a unique prefix is enough)")
+    repro.add_argument(
+        "--out", type=Path, help="the folder to write (default: repro-RESULT_ID)", default=None
+    )
+    repro.add_argument(
+        "--reports",
+        type=Path,
+        default=DEFAULT_OUT,
+        help="reports folder holding history.sqlite (reports/)",
+    )
+    repro.add_argument(
+        "--full-model", action="store_true", help="bundle the whole model, without cutting it"
+    )
+    repro.add_argument(
+        "--with-fault",
+        action="store_true",
+        help="carry the result's injected faults (canaries), labelled as injected",
+    )
+    repro.add_argument(
+        "--local",
+        action="store_true",
+        help="copy the backend's runtime (onnxruntime-web's dist files) in, so the folder "
+        "runs offline; default: import it from its published URL",
+    )
+    repro.add_argument(
+        "--force",
+        action="store_true",
+        help="bundle a passing result too; write over a folder that is not empty",
+    )
+    repro.add_argument("--chromium", help="Chromium executable for ort-web reruns")
+    repro.add_argument("--adapter", help="wgpu adapter: name substring or backend type")
+
     merge = commands.add_parser("merge", help="merge --shard outputs into one history and report")
     merge.add_argument("sources", nargs="+", type=Path, help="the shards' --out folders")
     merge.add_argument("--out", type=Path, default=DEFAULT_OUT, help="merged reports folder")
@@ -488,6 +525,46 @@ def cmd_new_case(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+def cmd_repro(args: argparse.Namespace) -> ExitCode:
+    from runner.repro.make import ReproOptions, make_bundle
+
+    options = ReproOptions(
+        out=args.out,
+        full_model=args.full_model,
+        with_fault=args.with_fault,
+        local=args.local,
+        force=args.force,
+        chromium=args.chromium,
+        adapter=args.adapter,
+    )
+    made = make_bundle(
+        args.reports, args.result_id, options, lambda text: console.print(escape(text))
+    )
+    chosen = made.chosen
+    cut = chosen.candidate.cut
+    print(f"wrote {made.folder}: {', '.join(sorted({f.split('/')[0] for f in made.files}))}")
+    if cut is None:
+        print(f"model.onnx: the full model ({made.full_nodes} nodes)")
+    else:
+        print(
+            f"model.onnx: {cut.nodes} of {made.full_nodes} nodes, cut at {made.anchor.node} "
+            f"({made.anchor.op_type}) with {cut.depth} producer level(s) above it"
+        )
+    for note in made.notes:
+        print(f"note: {note}")
+    verdict = chosen.rerun.judgement.verdict
+    if not made.reproduced:
+        console.print(
+            f"[yellow]not reproduced[/yellow]: the rerun gave {verdict}, the result "
+            f"{made.subject.result['verdict']}; the bundle is written anyway"
+        )
+        return ExitCode.UNEXPECTED
+    print(f"reproduced: {verdict}; to run it:")
+    for step in made.runner.steps:
+        print(f"  - {step}")
+    return ExitCode.OK
+
+
 def cmd_merge(args: argparse.Namespace) -> ExitCode:
     from runner.history.merge import merge_shards
 
@@ -546,6 +623,7 @@ COMMANDS = {
     "report": cmd_report,
     "merge": cmd_merge,
     "new-case": cmd_new_case,
+    "repro": cmd_repro,
     "bisect": cmd_bisect,
     "doctor": cmd_doctor,
 }

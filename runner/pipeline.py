@@ -279,7 +279,15 @@ def _run_case(
         sequence.captured.append((case, workload))
     else:
         sequence.eager[case.cell] = run
-    return CaseResult.of(run_id, case, run, judgement, divergent, wall_ms=_ms_since(began))
+    return CaseResult.of(
+        run_id,
+        case,
+        run,
+        judgement,
+        divergent,
+        wall_ms=_ms_since(began),
+        model_digest=workload.model_digest,
+    )
 
 
 def _ms_since(began: float) -> float:

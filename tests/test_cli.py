@@ -129,7 +129,7 @@ def test_validate_reports_counts(write_suite):
     assert proc.returncode == 0 and proc.stdout.strip() == "ok: 1 suite(s), 10 case(s)"
 
 
-@pytest.mark.parametrize("command", ["validate", "list", "run", "report", "doctor"])
+@pytest.mark.parametrize("command", ["validate", "list", "run", "report", "repro", "doctor"])
 def test_every_command_has_help(command):
     proc = regress(command, "--help")
     assert proc.returncode == 0 and "usage:" in proc.stdout

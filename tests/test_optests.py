@@ -28,7 +28,7 @@ from runner.suite import load_suite
 from runner.suite.jsonc import JsoncError, load_jsonc
 from runner.suite.optests import op_test_files
 from runner.suite.spec import BackendTarget, OpAttribute
-from runner.workload import _workload_key, materialize
+from runner.workload import materialize, workload_key
 from runner.workload.optest import expected_outputs, op_test_model
 
 from .conftest import REPO
@@ -339,7 +339,7 @@ def test_a_scalar_input_keeps_its_rank():
     workload = materialize(scalar)
     assert workload.inputs["input_1"].shape == ()
     as_vector = dict(workload.inputs, input_1=workload.inputs["input_1"].reshape(1))
-    assert _workload_key(b"m", {}, workload.inputs) != _workload_key(b"m", {}, as_vector), (
+    assert workload_key(b"m", {}, workload.inputs) != workload_key(b"m", {}, as_vector), (
         "the oracle must not serve a [1] index's reference to a scalar index"
     )
 

@@ -140,6 +140,30 @@ class Diagnosis:
     fix: str = ""  # how to fix it, where it is not ok
 
 
+@dataclass(frozen=True)
+class ReproRequest:
+    """What a backend's ``repro`` writer gets: the bundle folder, holding the models and
+    tensors; ``repro.json`` there (written last) says which sessions to create, in which order,
+    with which models, inputs and expected outputs."""
+
+    folder: Path
+    target: BackendTarget  # backend, build and exact version the result ran
+    faults: frozenset[str]  # injected faults the bundle carries (``--with-fault``), else none
+    local: bool  # copy the backend's runtime into the folder, so that it runs offline
+    environment: Mapping[str, Any]  # what the run recorded about this backend (run.json)
+
+
+@dataclass(frozen=True)
+class ReproRunner:
+    """What a ``repro`` writer added to the bundle, and how ISSUE.md tells a reader to run it."""
+
+    product: str  # what it runs, for the issue's title ("onnxruntime-web 1.30.0, ort.mjs")
+    files: tuple[str, ...]  # written, relative to the folder
+    steps: tuple[str, ...]  # how to run it, one Markdown list item each
+    versions: tuple[tuple[str, str], ...]  # (component, version) as ISSUE.md lists them
+    uses_project: bool = False  # running it imports this repository (wgpu's executor)
+
+
 def case_timeout(case: Case, options: BackendOptions) -> float:
     return options.timeout_s or case.suite.timeout_s
 
@@ -239,6 +263,9 @@ class BackendDescriptor:
     faults: Mapping[str, str] = field(default_factory=dict)  # name -> what it does (--inject)
     # Run in a child process (runner.backends.isolated): a native crash fails one case only.
     isolated: bool = False
+    # "module:attribute" of a callable taking a ReproRequest and returning the ReproRunner it
+    # wrote into the bundle (``python -m runner repro``); None: no repro bundles.
+    repro: str | None = None
 
     def checks(self) -> list[Diagnosis]:
         """What ``doctor`` says about this machine for this backend (``diagnose``)."""

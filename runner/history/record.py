@@ -109,6 +109,7 @@ class CaseResult:
     stale_from: str | None = None
     divergent_node: dict[str, Any] | None = None
     suite_line: int | None = None  # the model's line in suite_path
+    model_digest: str | None = None  # sha256 of the model bytes run; None: never materialized
 
     @classmethod
     def of(
@@ -120,6 +121,7 @@ class CaseResult:
         divergent_node: dict[str, Any] | None = None,
         *,
         wall_ms: float,
+        model_digest: str | None = None,
     ) -> CaseResult:
         expect = case.expectation.expect
         return cls(
@@ -157,6 +159,7 @@ class CaseResult:
             message=judgement.message,
             finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
             suite_line=case.model.line,
+            model_digest=model_digest,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.history import CaseResult, RunRecord
+from runner.repro.command import repro_command
 from runner.suite.spec import shape_label
 
 # Characters XML 1.0 cannot carry at all, even escaped.
@@ -87,6 +88,9 @@ def _details(result: CaseResult) -> str:
         f"max abs error {result.max_abs_error}, tolerance {(result.tolerance or {}).get('abs')}"
     )
     lines.append(f"YAML case: python -m runner new-case {result.result_id}")
+    command = repro_command(result)
+    if command:
+        lines.append(f"repro bundle: {command}")
     return "\n".join(lines)
 
 

@@ -29,6 +29,7 @@ from runner.report.history import History
 from runner.report.links import bug_url
 from runner.report.newcase import case_snippet, node_text
 from runner.report.svg import line_chart, sparkline, stacked_bars
+from runner.repro.command import repro_command
 from runner.verdicts import FAILING_OUTCOMES, VERDICTS
 
 GRID_RUNS = 20  # runs shown in the status grid and used for flakiness and trends
@@ -846,6 +847,13 @@ def _failure(record: CaseResult) -> str:
     ]
     details = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
     is_open = " open" if outcome in FAILING_OUTCOMES else ""
+    command = repro_command(record)
+    repro = (
+        "<p>A folder that reproduces it on its own, for an upstream report (a minimal model, "
+        f"inputs, expected outputs, a page or script, ISSUE.md): <code>{esc(command)}</code></p>"
+        if command
+        else ""
+    )
     return (
         f'<details class="failure" id="{esc(result_anchor(record.result_id))}" '
         f"{facet_attrs(record.to_dict())}{is_open}><summary>{badge(outcome, verdict)} "
@@ -853,7 +861,7 @@ def _failure(record: CaseResult) -> str:
         f"{esc(VERDICTS.get(verdict, ''))}</summary><dl>{details}</dl>"
         f"<p>A case for <code>suites/</code> (also <code>python -m runner new-case "
         f'{esc(record.result_id)}</code>):</p><pre class="yaml">'
-        f"{esc(case_snippet(record))}</pre></details>"
+        f"{esc(case_snippet(record))}</pre>{repro}</details>"
     )
 
 

@@ -15,6 +15,7 @@ from runner.report import analysis
 from runner.report.analysis import KIND_LABELS, outcome_kind
 from runner.report.history import History
 from runner.report.links import bug_url
+from runner.repro.command import repro_command
 from runner.verdicts import FAILING_OUTCOMES
 
 MAX_ROWS = 50  # GitHub caps a job summary at 1 MiB; the HTML report has everything
@@ -56,6 +57,11 @@ def _outcome_counts(results: pd.DataFrame) -> list[str]:
         for backend in counts.index
     ]
     return _table(headers, rows)
+
+
+def _repro(record: dict) -> str:
+    command = repro_command(record)
+    return f"`{re.sub(r'[^0-9A-Za-z -]', '', command)}`" if command else ""
 
 
 def render_summary(history: History) -> str:
@@ -105,7 +111,7 @@ def render_summary(history: History) -> str:
     if not failing.empty:
         lines += ["### Unexpected results", ""]
         lines += _table(
-            ["case", "verdict", "outcome", "message", "YAML case"],
+            ["case", "verdict", "outcome", "message", "YAML case", "repro bundle"],
             [
                 [
                     md(r["case_id"]),
@@ -113,6 +119,7 @@ def render_summary(history: History) -> str:
                     md(r["outcome"]),
                     md(r["message"]),
                     f"`python -m runner new-case {re.sub(r'[^0-9A-Za-z]', '', r['result_id'])}`",
+                    _repro(r["record"]),
                 ]
                 for r in failing.to_dict("records")
             ],

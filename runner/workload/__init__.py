@@ -32,6 +32,12 @@ class Workload:
     shape: Mapping[str, int]  # symbolic dim -> value (ort-web's freeDimensionOverrides)
     uniform_order: tuple[str, ...] = ()  # the layout's field order (wgpu uniform structs)
 
+    @property
+    def model_digest(self) -> str:
+        """sha256 of the model bytes: results record it, so that ``repro`` can tell whether
+        the suite still builds the model a result ran."""
+        return hashlib.sha256(self.model).hexdigest()
+
 
 @dataclass(frozen=True)
 class _Variant:
@@ -66,7 +72,7 @@ def materialize(case: Case) -> Workload:
     shape = case.shape.as_dict()
     inputs = make_inputs(variant.model, specs, shape, seed)
     return Workload(
-        key=_workload_key(variant.digest, shape, inputs),
+        key=workload_key(variant.digest, shape, inputs),
         model=variant.data,
         inputs=inputs,
         output_names=tuple(output.name for output in variant.model.graph.output),
@@ -85,7 +91,7 @@ def _op_test_workload(case: Case) -> Workload:
     inputs = case_inputs(op_case)
     shape = case.shape.as_dict()
     return Workload(
-        key=_workload_key(hashlib.sha256(model).digest(), shape, inputs),
+        key=workload_key(hashlib.sha256(model).digest(), shape, inputs),
         model=model,
         inputs=inputs,
         output_names=tuple(expected_outputs(op_case)),
@@ -119,7 +125,7 @@ def _variant(model: onnx.ModelProto) -> _Variant:
     return _Variant(model, data, hashlib.sha256(data).digest())
 
 
-def _workload_key(
+def workload_key(
     model_digest: bytes, shape: Mapping[str, int], inputs: Mapping[str, np.ndarray]
 ) -> str:
     digest = hashlib.sha256(model_digest)

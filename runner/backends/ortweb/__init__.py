@@ -17,6 +17,7 @@ DESCRIPTOR = BackendDescriptor(
     builds=tuple(BUILDS),
     versions="runner.backends.ortweb.versions:resolve",
     version_history="runner.backends.ortweb.versions:registry",
+    repro="runner.backends.ortweb.repro:write_runner",
     # Tensor types passed to and from the page; numpy and onnxruntime-web spell them alike.
     element_types=frozenset(
         {

@@ -24,6 +24,7 @@ from runner.errors import EnvironmentUnusable
 from runner.files import CACHE_ENV, cache_root
 
 PACKAGE = "onnxruntime-web"
+CDN = "https://cdn.jsdelivr.net/npm"  # serves every file of every published npm version
 PIN = Path(__file__).parent / "npm"  # package.json + package-lock.json: the pinned version
 NPM_HINT = (
     "install Node.js with npm (apt-get install nodejs npm); versions install from the npm "
@@ -38,15 +39,16 @@ class Build:
 
     module: str
     wasm: str  # a glob in dist/
+    about: str  # what it is, in words
 
 
 # The builds a suite's `bundle:` may name (the descriptor's `builds`).
 BUILDS = {
     "jsep": Build(
-        "ort.mjs", "*.jsep.wasm"
-    ),  # the JavaScript EP; what `import "onnxruntime-web"` is
-    "webgpu": Build("ort.webgpu.mjs", "*.asyncify.wasm"),  # the C++ EP, asyncify
-    "jspi": Build("ort.jspi.mjs", "*.jspi.wasm"),  # the C++ EP, JSPI
+        "ort.mjs", "*.jsep.wasm", "the JavaScript EP; what `import 'onnxruntime-web'` is"
+    ),
+    "webgpu": Build("ort.webgpu.mjs", "*.asyncify.wasm", "the C++ WebGPU EP, asyncify"),
+    "jspi": Build("ort.jspi.mjs", "*.jspi.wasm", "the C++ WebGPU EP, JSPI"),
 }
 DEFAULT_BUILD = "jsep"
 
@@ -95,9 +97,27 @@ class OrtWebPackage:
             )
         return None
 
+    def build_files(self, build: str) -> dict[str, Path]:
+        """The dist/ files one build loads, by name: its module, its wasm binary and the
+        binary's loader (``repro --local`` copies them, so a bundle runs offline)."""
+        files = {BUILDS[build].module: self.dist / BUILDS[build].module}
+        for binary in sorted(self.dist.glob(BUILDS[build].wasm)):
+            files[binary.name] = binary
+            loader = binary.with_suffix(".mjs")
+            if loader.is_file():
+                files[loader.name] = loader
+        return files
+
     def dist_files(self) -> dict[str, Path]:
         """Every file in dist/, by name: what a bundle may import or fetch next to itself."""
         return {file.name: file for file in self.dist.iterdir() if file.is_file()}
+
+
+def published_url(version: str, build: str) -> str | None:
+    """Where the CDN serves a published version's build module; None for a local build."""
+    if version.startswith("file:"):
+        return None
+    return f"{CDN}/{PACKAGE}@{version}/dist/{BUILDS[build].module}"
 
 
 def package_for(version: str) -> OrtWebPackage:

@@ -39,4 +39,5 @@ DESCRIPTOR = BackendDescriptor(
     runtime="wgpu-native",
     faults=FAULTS,
     isolated=True,
+    repro="runner.backends.wgpu.repro:write_runner",
 )

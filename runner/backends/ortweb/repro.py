@@ -1,0 +1,109 @@
+"""The ort-web part of a repro bundle: a page that imports the exact onnxruntime-web build and
+version, creates the sessions as the suite did and judges the last one (``assets/repro.mjs``).
+
+By default the page imports the build from the CDN that serves every published npm version;
+``--local`` copies the build's dist/ files in, so the folder runs offline. A bundle made with
+``--with-fault`` carries the suite's fault script (``assets/faults.js``) where a fault lives
+there; ``ep-name-as-string`` lives in the session options (``repro.mjs``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping
+from typing import Any
+
+from runner.backends.base import ReproRequest, ReproRunner
+from runner.backends.ortweb.backend import ASSETS
+from runner.backends.ortweb.package import (
+    BUILDS,
+    DEFAULT_BUILD,
+    package_for,
+    pinned_version,
+    published_url,
+)
+from runner.errors import InvalidInput
+
+# Faults that faults.js implements (the others are in the session options).
+SCRIPT_FAULTS = frozenset({"stale-uniform-binding"})
+
+
+def write_runner(request: ReproRequest) -> ReproRunner:
+    build = request.target.bundle or DEFAULT_BUILD
+    version = request.target.version or pinned_version()
+    module = BUILDS[build].module
+    folder = request.folder
+    files = ["index.html", "repro.mjs"]
+    if request.local:
+        (folder / "dist").mkdir()
+        for name, path in package_for(version).build_files(build).items():
+            shutil.copyfile(path, folder / "dist" / name)
+            files.append(f"dist/{name}")
+        url = f"./dist/{module}"
+    else:
+        url = published_url(version, build)
+        if url is None:
+            raise InvalidInput(
+                f"onnxruntime-web {version} is a local build with no published URL: "
+                "--local copies its files into the bundle"
+            )
+    script = None
+    if request.faults & SCRIPT_FAULTS:
+        shutil.copyfile(ASSETS / "faults.js", folder / "faults.js")
+        files.append("faults.js")
+        script = "./faults.js"
+    header = (
+        f"// onnxruntime-web {version}, {module}: {BUILDS[build].about}\n"
+        f"const ORT_URL = {json.dumps(url)};\n"
+        f"// Faults the suite injected, and the script implementing some of them (else null)\n"
+        f"const FAULTS = {json.dumps(sorted(request.faults))};\n"
+        f"const FAULT_SCRIPT = {json.dumps(script)};\n\n"
+    )
+    (folder / "repro.mjs").write_text(header + (ASSETS / "repro.mjs").read_text())
+    shutil.copyfile(ASSETS / "repro.html", folder / "index.html")
+    steps = [
+        "In this folder: `python3 -m http.server 8000 --bind 127.0.0.1` (any static server; "
+        "WebGPU needs a secure context, which http://127.0.0.1 is).",
+        "Open http://127.0.0.1:8000/ in Chrome or Chromium with WebGPU (on Linux start it with "
+        "`--enable-unsafe-webgpu --enable-features=Vulkan`).",
+        "The page creates the sessions below as the suite does (`sessionOptions` in "
+        "`repro.mjs`): `executionProviders: [{name: 'webgpu'}]` and the case's "
+        "`freeDimensionOverrides`; a capture session adds `enableGraphCapture: true` and "
+        "`preferredOutputLocation: 'gpu-buffer'` and takes its inputs as GPU buffers "
+        "(`Tensor.fromGpuBuffer`). It prints each output's max error against eager and "
+        "onnxruntime CPU, the verdict and PASS or FAIL (also in the console, and as "
+        "`window.reproResult`).",
+    ]
+    if request.faults:
+        steps.append(
+            "http://127.0.0.1:8000/?faults=off runs the same sessions without the injected "
+            f"fault(s) ({', '.join(sorted(request.faults))}): it passes."
+        )
+    return ReproRunner(
+        files=tuple(files),
+        steps=tuple(steps),
+        versions=(
+            ("onnxruntime-web", version),
+            ("build", f"`{module}` ({BUILDS[build].about}), from {url}"),
+            *_browser(request.environment),
+        ),
+        product=f"onnxruntime-web {version}, {module}",
+    )
+
+
+def _browser(environment: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Chromium and the WebGPU adapter, as the run recorded them."""
+    rows = []
+    if environment.get("chromium"):
+        flags = " ".join(environment.get("chromium_flags") or ())
+        rows.append(("Chromium", f"{environment['chromium']} (headless; flags `{flags}`)"))
+    adapter = environment.get("adapter") or {}
+    if adapter:
+        described = ", ".join(
+            f"{key} {adapter[key]}"
+            for key in ("vendor", "architecture", "device", "description")
+            if adapter.get(key)
+        )
+        rows.append(("WebGPU adapter", described or "unnamed"))
+    return rows

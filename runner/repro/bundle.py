@@ -1,0 +1,203 @@
+"""The bundle's files: models, tensors and ``repro.json``, then what the backend adds to run it.
+
+Layout: ``model.onnx`` and ``inputs/`` for the case; ``expected/cpu/`` (onnxruntime CPU),
+``expected/eager/`` (a capture case's eager twin) and ``actual/`` (the case's output) from the
+rerun that kept the model; ``sequence/N-LAYOUT/`` for each earlier layout whose capture the
+case needs first. Every tensor is a ``.npy`` (Python) and a raw little-endian ``.bin`` (the
+page). ``repro.json`` lists the sessions in order (``steps``), the tensors, and every file of
+the bundle, so that ``--force`` replaces exactly a previous bundle's files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from runner.errors import InvalidInput
+from runner.history import CaseResult
+from runner.matrix import Case
+from runner.suite.spec import mode_name
+from runner.verdicts import VERDICTS
+from runner.workload import Workload
+
+MANIFEST = "repro.json"
+MAIN = "main"  # the workload of the case itself
+
+
+def check_folder(folder: Path, force: bool) -> None:
+    """Refuses a folder that exists and holds something, unless `force`."""
+    if folder.exists() and not folder.is_dir():
+        raise InvalidInput(f"--out {folder}: exists and is not a folder")
+    if folder.is_dir() and any(folder.iterdir()) and not force:
+        raise InvalidInput(
+            f"--out {folder}: the folder exists and is not empty; --force writes over it "
+            "(replacing a previous bundle's files)"
+        )
+
+
+def clear_previous(folder: Path) -> None:
+    """Removes what an earlier bundle wrote here (its manifest lists it); nothing else."""
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        return
+    files = json.loads(manifest.read_text()).get("files") or []
+    for top in sorted({Path(name).parts[0] for name in files} | {MANIFEST}):
+        path = folder / top
+        if path.resolve().parent != folder.resolve():
+            continue  # not a file of this folder
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+class Writer:
+    """Writes files under the bundle folder and remembers them for the manifest."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.files: list[str] = []
+
+    def bytes(self, name: str, data: bytes) -> str:
+        path = self.folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        self.files.append(name)
+        return name
+
+    def tensors(self, prefix: str, arrays: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
+        """Each array as ``PREFIX/NN-NAME.npy`` and ``.bin``; their entries for repro.json."""
+        entries = []
+        for index, (name, value) in enumerate(arrays.items()):
+            array = np.asarray(value)
+            stem = f"{prefix}/{index:02d}-{_file_name(name)}"
+            (self.folder / prefix).mkdir(parents=True, exist_ok=True)
+            np.save(self.folder / f"{stem}.npy", array, allow_pickle=False)
+            self.files.append(f"{stem}.npy")
+            little = array.astype(array.dtype.newbyteorder("<"), copy=False)
+            self.bytes(f"{stem}.bin", np.ascontiguousarray(little).tobytes())
+            entries.append(
+                {
+                    "name": name,
+                    "npy": f"{stem}.npy",
+                    "bin": f"{stem}.bin",
+                    "type": array.dtype.name,
+                    "dims": list(array.shape),
+                }
+            )
+        return entries
+
+    def workload(
+        self, prefix: str, workload: Workload, layout: str, cpu: Mapping[str, np.ndarray]
+    ) -> dict[str, Any]:
+        """A model, its inputs and onnxruntime CPU's outputs; its entry for repro.json."""
+        base = f"{prefix}/" if prefix else ""
+        return {
+            "layout": layout,
+            "model": self.bytes(f"{base}model.onnx", workload.model),
+            "inputs": self.tensors(f"{base}inputs", workload.inputs),
+            "outputs": list(workload.output_names),
+            "cpu": self.tensors(f"{base}expected/cpu", cpu),
+            "freeDimensionOverrides": dict(workload.shape),
+            "uniformOrder": list(workload.uniform_order),
+        }
+
+
+def workload_entries(
+    writer: Writer,
+    case: Case,
+    workload: Workload,
+    reference: Mapping[str, np.ndarray],
+    earlier: Sequence[tuple[Case, Workload, Mapping[str, np.ndarray]]],
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Every workload of the sequence, written once each; and each earlier capture's name."""
+    entries = {MAIN: writer.workload("", workload, case.layout.label, reference)}
+    names = {workload.key: MAIN}
+    for earlier_case, earlier_workload, earlier_reference in earlier:
+        if earlier_workload.key not in names:
+            label = earlier_case.layout.label
+            name = f"sequence/{len(entries)}-{_file_name(label)}"
+            entries[name] = writer.workload(name, earlier_workload, label, earlier_reference)
+            names[earlier_workload.key] = name
+    return entries, [names[w.key] for _, w, _ in earlier]
+
+
+def steps(
+    case: Case, eager: Case | None, earlier: Sequence[Case], earlier_names: Sequence[str]
+) -> tuple[list[dict[str, Any]], dict[str, int | None]]:
+    """The sessions in the order the suite created them, and which step is judged (and its
+    eager twin). A revisit runs the session its layout's first capture created."""
+    listed = [_step(c, name) for c, name in zip(earlier, earlier_names, strict=True)]
+    eager_index = None
+    if eager is not None:
+        eager_index = len(listed)
+        listed.append(_step(eager, MAIN))
+    judged = _step(case, MAIN)
+    if case.revisit:
+        first = next(
+            (i for i, s in enumerate(listed) if s["workload"] == MAIN and s["mode"] == "capture"),
+            None,
+        )
+        judged["reuse"] = first
+    listed.append(judged)
+    return listed, {"step": len(listed) - 1, "eager": eager_index}
+
+
+def manifest(
+    result: CaseResult,
+    case: Case,
+    runs: int,
+    workloads: Mapping[str, Any],
+    session_steps: list[dict[str, Any]],
+    judged: Mapping[str, int | None],
+    recorded: Mapping[str, Any],
+    cut: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    return {
+        "result": result.result_id,
+        "case": result.case_id,
+        "suite": {
+            "path": result.suite_path,
+            "verdict": result.verdict,
+            "verdicts": list(result.verdicts),
+        },
+        "backend": result.backend,
+        "version": result.version,
+        "tolerance": {"abs": case.tolerance.abs, "rel": case.tolerance.rel},
+        "runs": runs,
+        "verdictOrder": list(VERDICTS),
+        "faults": sorted({f for step in session_steps for f in step["faults"]}),
+        "workloads": dict(workloads),
+        "steps": session_steps,
+        "judge": dict(judged),
+        "recorded": dict(recorded),
+        "cut": dict(cut) if cut else None,
+    }
+
+
+def write_manifest(folder: Path, content: dict[str, Any], files: Sequence[str]) -> None:
+    text = json.dumps({**content, "files": list(files)}, indent=2)
+    (folder / MANIFEST).write_text(text + "\n")
+
+
+def _step(case: Case, workload: str) -> dict[str, Any]:
+    mode = mode_name(case.capture)
+    suffix = "-revisit" if case.revisit else ""
+    return {
+        "name": f"layout {case.layout.label}, {mode}{suffix}",
+        "workload": workload,
+        "mode": mode,
+        "faults": sorted(case.inject),
+        "reuse": None,
+    }
+
+
+def _file_name(text: str) -> str:
+    """A tensor or layout name as a portable file name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._")[:60] or "tensor"

@@ -1,0 +1,209 @@
+"""ISSUE.md: the bundle as a bug report, ready to paste upstream.
+
+Title, what happens, versions, steps, expected against actual with the numbers, the first
+divergent node, what was cut away and the suite's YAML case. A failure that an injected fault
+caused says so at the top and in the title: it is a canary of the suite, not a bug to file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from runner.backends.base import ReproRunner
+from runner.compare import compare
+from runner.history import CaseResult
+from runner.report.newcase import case_snippet
+from runner.suite.spec import Tolerance
+from runner.verdicts import VERDICTS
+
+# What each verdict looks like from outside, for the title.
+SYMPTOMS = {
+    "stale-layout": "graph capture replays an earlier session's constants",
+    "capture-mismatch": "graph capture output differs from eager",
+    "capture-not-engaged": "enableGraphCapture does not capture (replays rebuild bind groups)",
+    "nondeterministic": "graph capture replays of one input disagree",
+    "reference-mismatch": "output differs from onnxruntime CPU",
+}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    output: str
+    what: str  # "capture against eager", ...
+    max_abs: float
+    mismatched: int
+    total: int
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything ISSUE.md says, gathered by the repro step."""
+
+    result: CaseResult
+    runner: ReproRunner
+    faults: Mapping[str, str]  # injected fault -> what it does
+    platform: str  # the OS the run recorded
+    onnxruntime: str  # the CPU reference's version
+    verdict: str  # what the kept rerun gave
+    message: str  # its judge's words
+    reproduced: bool
+    comparisons: tuple[Comparison, ...]
+    tolerance: Tolerance
+    sessions: tuple[str, ...]  # "layout base, capture: sequence/1-base/model.onnx", in order
+    runs: int
+    model: str  # what model.onnx is, in words
+    notes: tuple[str, ...]
+    command: str  # how the bundle was made
+
+
+def comparisons(
+    capture: bool,
+    actual: Mapping[str, np.ndarray],
+    eager: Mapping[str, np.ndarray] | None,
+    reference: Mapping[str, np.ndarray],
+    tolerance: Tolerance,
+) -> tuple[Comparison, ...]:
+    """The numbers of 'expected against actual': per output, what the judge compared."""
+    mode = "capture" if capture else "eager"
+    pairs = [(f"{mode} against onnxruntime CPU", actual, reference)]
+    if capture and eager:
+        pairs.insert(0, ("capture against eager", actual, eager))
+        pairs.append(("eager against onnxruntime CPU", eager, reference))
+    rows = []
+    for name in reference:
+        for what, got, want in pairs:
+            if name in got and name in want:
+                c = compare(got[name], want[name], tolerance)
+                rows.append(Comparison(name, what, c.max_abs, c.mismatched, c.total))
+    return tuple(rows)
+
+
+def title(report: Report) -> str:
+    verdict = report.result.verdict
+    symptom = SYMPTOMS.get(verdict, verdict)
+    node = report.result.divergent_node or {}
+    where = f" at {node['op_type']}" if node.get("op_type") else ""
+    injected = f"[injected fault {', '.join(report.faults)}] " if report.faults else ""
+    return f"{injected}[WebGPU] {symptom}{where} in {report.runner.product}"
+
+
+def issue_markdown(report: Report) -> str:
+    result = report.result
+    lines = [f"# {title(report)}", ""]
+    if report.faults:
+        lines += [
+            "> **Injected fault, not a bug to report.** This failure comes from a fault that "
+            "webgpu-capture-regress injects on purpose, a canary proving that its detectors "
+            "still see this kind of bug:",
+            *[f"> - `{name}`: {what}" for name, what in report.faults.items()],
+            "",
+        ]
+    lines += ["## What happens", "", _what_happens(report), ""]
+    lines += ["## Versions", "", "| component | version |", "| --- | --- |"]
+    rows = [*report.runner.versions]
+    if report.platform:
+        rows.append(("OS", report.platform))
+    rows.append(("onnxruntime (the CPU reference)", report.onnxruntime))
+    lines += [f"| {what} | {_cell(version)} |" for what, version in rows]
+    lines += ["", "## Steps to reproduce", ""]
+    lines += [f"{i}. {step}" for i, step in enumerate(report.runner.steps, 1)]
+    if report.runner.uses_project:
+        lines += [
+            "",
+            "`repro.py` imports webgpu-capture-regress (its WGSL executor, "
+            "`runner.backends.wgpu`): run it where that project is installed. Everything else "
+            "in this folder stands alone.",
+        ]
+    lines += [
+        "",
+        f"Sessions, in the order the suite created them, each run {report.runs} times:",
+        "",
+    ]
+    lines += [f"{i}. {session}" for i, session in enumerate(report.sessions, 1)]
+    lines += ["", "## Expected and actual", "", _expected(report), ""]
+    lines += ["| output | compared | max abs error | elements outside tolerance |"]
+    lines += ["| --- | --- | --- | --- |"]
+    lines += [
+        f"| `{c.output}` | {c.what} | {c.max_abs:.3g} | {c.mismatched}/{c.total} |"
+        for c in report.comparisons
+    ]
+    node = result.divergent_node
+    if node and node.get("op_type"):
+        lines += [
+            "",
+            "## First divergent node",
+            "",
+            f"`{node['name']}` ({node['op_type']}): in the suite's localization, the first "
+            f"node in topological order whose output (`{node.get('output')}`) left "
+            f"{node.get('against', 'eager')}: {_divergence(node)}.",
+        ]
+    lines += ["", "## The model", "", report.model]
+    lines += [f"\n{note[0].upper()}{note[1:]}." for note in report.notes]
+    lines += [
+        "",
+        "## The suite's case",
+        "",
+        f"Result `{result.result_id}` of run `{result.run_id}`, case "
+        f"`{result.case_id}`; the entry that pins it in `{result.suite_path}`:",
+        "",
+        "```yaml",
+        case_snippet(result).rstrip("\n"),
+        "```",
+        "",
+        f"Made with `{report.command}` (webgpu-capture-regress).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _what_happens(report: Report) -> str:
+    result = report.result
+    verdict = result.verdict
+    text = f"**{verdict}**: {VERDICTS.get(verdict, verdict)}."
+    if result.attribution:
+        text += f" Where: {result.attribution}."
+    text += f"\n\nIn the suite's run: {result.message or verdict}."
+    if report.reproduced:
+        text += f"\n\nRerun on this folder's model, the suite saw the same: {report.message}."
+    else:
+        text += (
+            f"\n\n**The rerun did not fail the same way** (it gave {report.verdict}"
+            + (f": {report.message}" if report.message else "")
+            + "); the failure may be intermittent or depend on what else ran before."
+        )
+    return text
+
+
+def _expected(report: Report) -> str:
+    tolerance = report.tolerance
+    return (
+        f"Expected: every output within tolerance (abs {tolerance.abs:g}, or a same-sign ratio "
+        f"within 1 + {tolerance.rel:g}, as ORT-web's own op tests compare) of eager and of "
+        "onnxruntime CPU (`expected/eager/`, `expected/cpu/`). Actual (`actual/`), in the "
+        "suite's rerun:"
+    )
+
+
+def _divergence(node: Mapping[str, Any]) -> str:
+    max_abs = node.get("max_abs")
+    error = "non-finite" if max_abs is None else f"{max_abs:.3g}"
+    return (
+        f"{node.get('mismatched')}/{node.get('total')} elements outside tolerance, max abs {error}"
+    )
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def describe_sessions(names: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    """Each step as 'name: model file', the judged one marked."""
+    last = len(names) - 1
+    return tuple(
+        f"{name}: `{model}`" + (" (judged)" if i == last else "")
+        for i, (name, model) in enumerate(names)
+    )

@@ -1,0 +1,142 @@
+"""``repro`` end to end in headless Chromium, on the ort-web canaries of suites/canaries.yaml.
+
+Each fault's canary sequence runs through the pipeline; its failing result is bundled with
+``--with-fault --local`` as a user would (the CLI), the folder is moved elsewhere, served over
+``python -m http.server``'s handler on 127.0.0.1 and opened in Chromium: the page must give
+the result's verdict, pass with ``?faults=off``, and fetch nothing from outside the folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import onnx
+import pytest
+from playwright.sync_api import sync_playwright
+
+from runner.backends.base import BackendOptions
+from runner.backends.ortweb.browser import chromium_flags, find_chromium
+from runner.matrix import expand_matrix, select_cases
+from runner.pipeline import execute
+from runner.suite import load_suite
+
+from .conftest import REPO, regress
+
+pytestmark = pytest.mark.browser
+
+# fault -> the filters selecting its canary's sequence on one build, and the verdict it gives
+CANARIES = {
+    "stale-uniform-binding": (["model=stale-cache", "backend=ort-web:jsep"], "stale-layout"),
+    "ep-name-as-string": (["model=lazy-capture", "backend=ort-web:webgpu"], "capture-not-engaged"),
+}
+FULL_NODES = 30  # the canaries' encoder
+
+
+@pytest.fixture(scope="module")
+def canary_results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reports")
+    cases = expand_matrix([load_suite(REPO / "suites/canaries.yaml")])
+    selected = [case for filters, _ in CANARIES.values() for case in select_cases(cases, filters)]
+    summary = execute(selected, out, BackendOptions(runs=3))
+    assert summary.status == "complete"
+    return out, {r.injected[0]: r for r in summary.results if r.injected}
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def served(folder: Path):
+    """`python -m http.server`'s handler on 127.0.0.1 (WebGPU needs a secure context)."""
+    handler = functools.partial(_Quiet, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def open_bundle(url: str) -> list[tuple[dict, list[str]]]:
+    """The page's result and every URL it requested, for the page and with ?faults=off."""
+    found = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(find_chromium().path), args=list(chromium_flags())
+        )
+        try:
+            for query in ("", "?faults=off"):
+                page = browser.new_page()
+                requests: list[str] = []
+                page.on("request", lambda request, into=requests: into.append(request.url))
+                page.goto(f"{url}/{query}")
+                page.wait_for_function("() => window.reproResult !== undefined", timeout=180_000)
+                found.append((page.evaluate("() => window.reproResult"), requests))
+                page.close()
+        finally:
+            browser.close()
+    return found
+
+
+@pytest.mark.parametrize("fault", list(CANARIES))
+def test_a_canary_bundle_reproduces_in_chromium_from_another_folder(
+    canary_results, fault, tmp_path
+):
+    out, results = canary_results
+    result, verdict = results[fault], CANARIES[fault][1]
+    assert result.verdict == verdict
+    made = tmp_path / "made"
+    proc = regress(
+        "repro", result.result_id, "--reports", out, "--out", made, "--with-fault", "--local"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"model.onnx: 1 of {FULL_NODES} nodes" in proc.stdout
+    assert f"reproduced: {verdict}" in proc.stdout
+    bundle = Path(shutil.move(made, tmp_path / "elsewhere" / "bundle"))
+    assert not made.exists()
+
+    manifest = json.loads((bundle / "repro.json").read_text())
+    cut = onnx.load(bundle / "model.onnx")
+    assert len(cut.graph.node) == 1 and cut.graph.node[0].op_type == "LayerNormalization"
+    assert manifest["faults"] == [fault]
+    issue = (bundle / "ISSUE.md").read_text()
+    assert issue.startswith(f"# [injected fault {fault}] [WebGPU] ")
+    assert "**Injected fault, not a bug to report.**" in issue
+    assert f"Cut away: {FULL_NODES - 1} nodes" in issue
+    assert "| onnxruntime-web | 1.30.0 |" in issue and "| Chromium | " in issue
+    steps = [(s["name"], s["workload"], s["faults"]) for s in manifest["steps"]]
+    if verdict == "stale-layout":  # the earlier layout's capture first, as the suite ran it
+        assert steps == [
+            ("layout base, capture", "sequence/1-base", []),
+            ("layout eps-1e-2, eager", "main", []),
+            ("layout eps-1e-2, capture", "main", [fault]),
+        ]
+        assert (bundle / "faults.js").read_bytes() == (
+            REPO / "runner/backends/ortweb/assets/faults.js"
+        ).read_bytes()
+        assert "`/layers.0.norm1/LayerNormalization` (LayerNormalization)" in issue
+    else:
+        assert steps == [
+            ("layout base, eager", "main", []),
+            ("layout base, capture", "main", [fault]),
+        ]
+        assert not (bundle / "faults.js").exists()  # the fault is in the session options
+
+    with served(bundle) as url:
+        (with_fault, asked), (without, asked_again) = open_bundle(url)
+    assert with_fault["verdict"] == verdict, with_fault["lines"]
+    assert verdict in with_fault["verdicts"] and with_fault["faults"] == [fault]
+    assert with_fault["lines"][-1] == f"FAIL: {verdict}"
+    assert without["verdict"] == "pass" and without["verdicts"] == [], without["lines"]
+    assert without["lines"][-1] == "PASS"
+    assert all(u.startswith(url) or u.startswith("data:") for u in asked + asked_again), asked
