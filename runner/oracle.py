@@ -1,7 +1,9 @@
 """Reference outputs from onnxruntime on the CPU, cached on disk by the workload's content hash.
 
-A rerun over the same models, shapes and inputs computes nothing: the cache key covers the model
-bytes, the shape and every input's bytes (``Workload.key``).
+One reference per input variant a case's runs use (its input sequence), each cached apart, those
+missing computed in one CPU session. A rerun over the same models, shapes and inputs computes
+nothing, whatever its number of runs: the cache key covers the model bytes, the shape and the
+variant's input bytes (``runner.workload.variant_key``).
 """
 
 from __future__ import annotations
@@ -13,28 +15,39 @@ from pathlib import Path
 import numpy as np
 
 from runner.files import write_atomic
-from runner.workload import Workload
+from runner.workload import Workload, variant_key
+from runner.workload.inputs import BASE, Variant
+
+References = dict[Variant, dict[str, np.ndarray]]  # per input variant, the outputs by name
 
 
 class ReferenceCache:
     def __init__(self, folder: Path):
         self.folder = folder
-        self.computed = 0  # references computed by this instance (the rest came from disk)
-        self._memory: dict[str, dict[str, np.ndarray]] = {}
+        self.computed = 0  # references (one per variant) computed here; the rest came from disk
+        self._memory: dict[str, dict[str, np.ndarray]] = {}  # variant key -> outputs
 
-    def reference(self, workload: Workload) -> dict[str, np.ndarray]:
-        if workload.key in self._memory:
-            return self._memory[workload.key]
-        path = self.folder / f"{workload.key}.npz"
-        try:
-            with np.load(path) as stored:
-                outputs = {name: stored[name] for name in workload.output_names}
-        except (OSError, KeyError, ValueError):
-            outputs = compute_reference(workload)
-            self.computed += 1
-            self._store(path, outputs)
-        self._memory[workload.key] = outputs
-        return outputs
+    def references(self, workload: Workload) -> References:
+        """Every variant's outputs; raises what onnxruntime raises if it cannot run the model."""
+        keys = {variant: variant_key(workload, variant) for variant in workload.all_variants()}
+        missing = [variant for variant, key in keys.items() if not self._load(key, workload)]
+        if missing:
+            session = cpu_session(workload.model, workload.shape)
+            for variant in missing:
+                outputs = _outputs(session, workload.output_names, workload.inputs_of(variant))
+                self.computed += 1
+                self._store(self.folder / f"{keys[variant]}.npz", outputs)
+                self._memory[keys[variant]] = outputs
+        return {variant: self._memory[key] for variant, key in keys.items()}
+
+    def _load(self, key: str, workload: Workload) -> bool:
+        if key not in self._memory:
+            try:
+                with np.load(self.folder / f"{key}.npz") as stored:
+                    self._memory[key] = {name: stored[name] for name in workload.output_names}
+            except (OSError, KeyError, ValueError):
+                return False
+        return True
 
     @staticmethod
     def _store(path: Path, outputs: dict[str, np.ndarray]) -> None:
@@ -55,7 +68,11 @@ def cpu_session(model: bytes, free_dims: Mapping[str, int] | None = None):
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
-def compute_reference(workload: Workload) -> dict[str, np.ndarray]:
+def compute_reference(workload: Workload, variant: Variant = BASE) -> dict[str, np.ndarray]:
+    """One variant's outputs."""
     session = cpu_session(workload.model, workload.shape)
-    values = session.run(list(workload.output_names), dict(workload.inputs))
-    return dict(zip(workload.output_names, values, strict=True))
+    return _outputs(session, workload.output_names, workload.inputs_of(variant))
+
+
+def _outputs(session, names, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return dict(zip(names, session.run(list(names), dict(inputs)), strict=True))
