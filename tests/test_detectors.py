@@ -100,6 +100,8 @@ def test_canary_suite_sees_every_injected_fault(tmp_path):
         "stale-input-binding",
         "stale-uniform-binding",
         "ep-name-as-string",
+        "input-snapshot-at-capture",
+        "graphs-share-inputs",
     }
     assert all(r.outcome == "expected" and r.verdict != "pass" for r in injected)
     assert all(r.verdict == "pass" for r in summary.results if not r.injected)
