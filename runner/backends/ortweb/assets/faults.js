@@ -30,7 +30,7 @@
   // the order the captures recorded: the earliest alive capture is where a stale entry comes from.
   const captured = new Map();
   let recording = null; // the capture session recording now (see beginRecording)
-  // input buffer -> {session, graph, slot}, as the harness made them (its `inputs` calls)
+  // input buffer -> {session, graph, slot, first graph}, as the harness made them (`inputs`)
   const inputOf = new WeakMap();
   const graphInputs = new Map(); // session -> Map(graph -> the graph's first input buffers)
 

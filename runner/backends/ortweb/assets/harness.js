@@ -198,7 +198,7 @@ const creationStatus = (capture, message) => {
 
 /**
  * Creates the case's session: an entry of `sessions`, or a result that says why there is no
- * session. Capture inputs live in GPU buffers kept with the session (`graphBuffers`): a
+ * session. Capture inputs live in GPU buffers kept with the session (`graphTensors`): a
  * captured graph replays on the buffers it recorded with.
  */
 const createSession = async (spec) => {
@@ -233,7 +233,7 @@ const createSession = async (spec) => {
   return {entry};
 };
 
-/** Why a capture run failed, where the build refuses a buffer or a graph it cannot capture. */
+/** A failed run, numbered; `capture-unsupported` where the build refuses a buffer or graph. */
 const runFailure = (spec, index, graph, error) => {
   const message = String(error && error.message ? error.message : error).replace(/\s+/g, ' ');
   const where = spec.graphs > 1 ? ` (gpu_graph_id ${graph})` : '';
