@@ -66,14 +66,14 @@ def naive(cases, options: BackendOptions) -> tuple[float, float]:
     began = time.perf_counter()
     inside_s = 0.0
     for case in cases:
-        workload = materialize(case)
-        reference = compute_reference(workload)
+        workload = materialize(case, options.runs)
+        references = {v: compute_reference(workload, v) for v in workload.all_variants()}
         backend = OrtWebBackend(options)
         try:
             run = backend.run(case, workload)
         finally:
             backend.close()
-        judge(Evidence(case, run, reference))
+        judge(Evidence(case, run, references, feeds=workload.feeds(options.runs)))
         inside_s += case_seconds(dataclasses.asdict(run.timings))
     return time.perf_counter() - began, inside_s
 

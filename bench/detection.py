@@ -3,8 +3,9 @@
     python bench/detection.py [--repeats 20]
 
 Runs the canary suite as written (each canary injects one fault) and counts, per backend and
-build, the faulted cases whose verdict was the expected one; then runs the same cases with every
-fault removed `--repeats` times and counts any verdict other than pass.
+build, the faulted cases whose verdict was the expected one, and per fault where it was caught;
+then runs the same cases with every fault removed `--repeats` times and counts any verdict other
+than pass. Every case runs its input sequence (new inputs each run), as in any run.
 """
 
 from __future__ import annotations
@@ -37,10 +38,16 @@ def main() -> int:
         faulted = execute(cases, Path(tmp) / "faulted", BackendOptions(runs=3)).results
         repeats = execute(clean * args.repeats, Path(tmp) / "clean", BackendOptions(runs=3))
     injected, caught, runs, false = Counter(), Counter(), Counter(), Counter()
+    per_fault: dict[str, dict[str, str]] = {}
     for result in faulted:
         if result.injected:
+            seen = result.outcome == "expected" and result.verdict != "pass"
             injected[result.backend] += 1
-            caught[result.backend] += result.outcome == "expected" and result.verdict != "pass"
+            caught[result.backend] += seen
+            for fault in result.injected:
+                per_fault.setdefault(fault, {})[result.backend] = (
+                    result.verdict if seen else f"MISSED ({result.verdict})"
+                )
     for result in repeats.results:
         runs[result.backend] += 1
         false[result.backend] += result.verdict != "pass"
@@ -53,6 +60,14 @@ def main() -> int:
             f"| {backend} | {caught[backend]} / {injected[backend]} | "
             f"{false[backend]} / {runs[backend]} cases |"
         )
+    print("\n| fault | verdict, by backend |\n| --- | --- |")
+    for fault, seen in sorted(per_fault.items()):
+        print(f"| `{fault}` | {'; '.join(f'{b}: {v}' for b, v in sorted(seen.items()))} |")
+    if sum(false.values()):
+        print("\nfalse positives:")
+        for result in repeats.results:
+            if result.verdict != "pass":
+                print(f"  {result.case_id}: {result.verdict}: {result.message}")
     return 0 if caught == injected and not sum(false.values()) else 1
 
 

@@ -76,8 +76,8 @@ def _selection_args(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="PATTERN",
         help="keep cases whose id matches this glob, or key=glob on a field "
-        "(model, shape, layout, backend, bundle, version, capture, suite; for op tests "
-        "also file, test, operator); repeatable, "
+        "(model, shape, layout, backend, bundle, version, capture, buffers, graphs, suite; "
+        "for op tests also file, test, operator); repeatable, "
         "all must match",
     )
     parser.add_argument("--shard", metavar="I/N", help="run only shard I of N (1-based)")
@@ -112,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--runs",
         type=int,
         default=3,
-        help="runs per case: the first records, the rest are timed (default 3)",
+        help="runs per case, each with new inputs but the last, which repeats the one before: "
+        "the first records, the rest are timed (default 3)",
     )
     run.add_argument("--timeout", type=float, help="seconds per case (default: the suite's)")
     run.add_argument(

@@ -3,11 +3,17 @@
 Each detector looks at one case's ``Evidence`` and names the verdicts it sees; they are declared
 once, in ``DETECTORS``. The judge runs them all, so a result lists every verdict that applies and
 headlines the most specific (``runner.verdicts``).
+
+Every run of a case gets its own inputs (the case's input sequence, ``runner.workload``), so each
+run is judged against what belongs to its inputs: the eager twin's run of the same inputs, the
+oracle's reference for them. When the oracle could not run the case, the judges that remain
+(the op test's file, capture against eager) still judge it, and the message says why there is
+no reference.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -19,21 +25,66 @@ from runner.matrix import Case
 from runner.skips import SKIP_BACKEND, onnxruntime_lacks, skip_reason
 from runner.suite.spec import Tolerance
 from runner.verdicts import Outcome, headline
+from runner.workload import Feed
+from runner.workload.inputs import BASE, Variant
 from runner.workload.optest import expected_outputs
+
+Outputs = Mapping[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Twin:
+    """Another mode's run of the same cell (eager for a capture case, dynamic for both), with
+    the inputs each of its runs got."""
+
+    run: BackendRun
+    feeds: tuple[Feed, ...] = ()  # () : every run got the base inputs
+
+    def outputs_of(self, variant: Variant) -> Outputs | None:
+        """Its output for `variant`'s inputs, if it ran them and ran at all."""
+        if self.run.status != "ok":
+            return None
+        runs = self.run.runs
+        for outputs, feed in zip(runs, _feeds(self.feeds, len(runs)), strict=True):
+            if feed.variant == variant:
+                return outputs
+        return None
+
+
+def _feeds(feeds: tuple[Feed, ...], runs: int) -> tuple[Feed, ...]:
+    """One feed per run: `feeds` (() : every run got the base inputs)."""
+    feeds = feeds or (Feed(0, BASE),)
+    return (feeds + (feeds[-1],) * runs)[:runs]
 
 
 @dataclass(frozen=True)
 class Evidence:
     case: Case
     run: BackendRun
-    reference: Mapping[str, np.ndarray]
-    eager: BackendRun | None = None  # the eager twin's run, for a capture case
-    # (layout label, reference) of content-different layouts that ran earlier in the sequence
-    earlier: tuple[tuple[str, Mapping[str, np.ndarray]], ...] = ()
+    references: Mapping[Variant, Outputs]  # the oracle's, per input variant; {}: none
+    feeds: tuple[Feed, ...] = ()  # what each run got (the workload's schedule); (): base only
+    eager: Twin | None = None  # the eager twin, for a capture case
+    dynamic: Twin | None = None  # the dynamic twin, for eager and capture cases
+    # (layout label, references) of content-different layouts that ran earlier in the sequence
+    earlier: tuple[tuple[str, Mapping[Variant, Outputs]], ...] = ()
+    no_reference: str = ""  # why the oracle gave no reference, when it gave none
+
+    @property
+    def run_feeds(self) -> tuple[Feed, ...]:
+        """One feed per run the backend reported."""
+        return _feeds(self.feeds, len(self.run.runs))
+
+    @property
+    def last_variant(self) -> Variant:
+        return self.run_feeds[-1].variant if self.run.runs else BASE
 
     @cached_property  # several detectors ask; compare once per case
     def vs_reference(self) -> dict[str, Comparison]:
-        return compare_outputs(dict(self.run.outputs), dict(self.reference), self.case.tolerance)
+        """The last run (under capture, a replay) against the reference for its inputs."""
+        reference = self.references.get(self.last_variant)
+        if reference is None:
+            return {}
+        return compare_outputs(dict(self.run.outputs), dict(reference), self.case.tolerance)
 
 
 @dataclass(frozen=True)
@@ -65,10 +116,15 @@ def backend_status(ev: Evidence) -> list[Finding]:
     return [Finding(ev.run.status, ev.run.message)]
 
 
-def _eager_run(ev: Evidence) -> BackendRun | None:
-    """The run whose output kernels are judged by: the case's own, or a capture case's twin."""
-    run = ev.eager if ev.case.capture else ev.run
-    return run if run is not None and run.status == "ok" else None
+def _eager_runs(ev: Evidence) -> Twin | None:
+    """The runs kernels are judged by: the case's own (eager, dynamic), or a capture case's
+    eager twin's."""
+    twin = ev.eager if ev.case.capture else Twin(ev.run, ev.feeds)
+    return twin if twin is not None and twin.run.status == "ok" else None
+
+
+def _who(ev: Evidence) -> str:
+    return "eager twin" if ev.case.capture else f"{ev.case.mode} output"
 
 
 def _worst_mismatch(comparisons: Mapping[str, Comparison]) -> tuple[str, Comparison] | None:
@@ -80,21 +136,44 @@ def _describe(c: Comparison) -> str:
     return f"{c.mismatched}/{c.total} elements, max abs {c.max_abs:.3g}"
 
 
+def _distinct_runs(feeds: tuple[Feed, ...]) -> Iterator[tuple[int, Feed]]:
+    """The first run of each input variant."""
+    seen: set[Variant] = set()
+    for index, feed in enumerate(feeds):
+        if feed.variant not in seen:
+            seen.add(feed.variant)
+            yield index, feed
+
+
+def _run_note(index: int, feeds: tuple[Feed, ...]) -> str:
+    """Which run, where the runs had different inputs."""
+    return f" (run {index + 1})" if len({f.variant for f in feeds}) > 1 else ""
+
+
 def reference_mismatch(ev: Evidence) -> list[Finding]:
-    """Eager output against the oracle; for a capture case, its eager twin's."""
-    run = _eager_run(ev)
-    if run is None:
+    """Eager output against the oracle, every run's against the reference for its inputs; for a
+    capture case, its eager twin's."""
+    twin = _eager_runs(ev)
+    if twin is None or not ev.references:
         return []
-    worst_bad = _worst_mismatch(
-        compare_outputs(dict(run.outputs), dict(ev.reference), ev.case.tolerance)
-    )
-    if worst_bad is None:
+    feeds = _feeds(twin.feeds, len(twin.run.runs))
+    found = []
+    for index, feed in _distinct_runs(feeds):
+        reference = ev.references.get(feed.variant)
+        if reference is None:
+            continue
+        outputs = twin.run.runs[index]
+        bad = _worst_mismatch(compare_outputs(dict(outputs), dict(reference), ev.case.tolerance))
+        if bad is not None:
+            found.append((bad[1].max_abs, index, bad))
+    if not found:
         return []
-    name, c = worst_bad
-    who = "eager twin" if ev.case.capture else "eager output"
+    _, index, (name, c) = max(found, key=lambda item: item[0])
     return [
         Finding(
-            "reference-mismatch", f"{who} differs from onnxruntime CPU on {name!r}: {_describe(c)}"
+            "reference-mismatch",
+            f"{_who(ev)} differs from onnxruntime CPU on {name!r}{_run_note(index, feeds)}: "
+            f"{_describe(c)}",
         )
     ]
 
@@ -114,18 +193,21 @@ def _against_file(
 
 
 def expected_mismatch(ev: Evidence) -> list[Finding]:
-    """An op test's eager output (a capture case's twin's) against its file's expected outputs,
-    as ORT-web's runner compares; says so explicitly when the file disagrees with onnxruntime
-    CPU."""
+    """An op test's eager output for the file's own inputs (a capture case's twin's) against the
+    file's expected outputs, as ORT-web's runner compares; says so explicitly when the file
+    disagrees with onnxruntime CPU."""
     op_case = ev.case.model.op_test
-    run = _eager_run(ev)
-    if op_case is None or run is None:
+    twin = _eager_runs(ev)
+    if op_case is None or twin is None:
+        return []
+    actual = twin.outputs_of(BASE)
+    if actual is None:
         return []
     expected = expected_outputs(op_case)
     tolerance = ev.case.tolerance
-    vs_file = _worst_mismatch(_against_file(run.outputs, expected, tolerance))
-    file_vs_cpu = _worst_mismatch(_against_file(ev.reference, expected, tolerance))
-    who = "eager twin" if ev.case.capture else "eager output"
+    vs_file = _worst_mismatch(_against_file(actual, expected, tolerance))
+    cpu = ev.references.get(BASE)
+    file_vs_cpu = None if cpu is None else _worst_mismatch(_against_file(cpu, expected, tolerance))
     note = None
     if file_vs_cpu is not None:
         name, c = file_vs_cpu
@@ -134,29 +216,44 @@ def expected_mismatch(ev: Evidence) -> list[Finding]:
         )
     if vs_file is not None:
         name, c = vs_file
-        message = f"{who} differs from the file's expected output on {name!r}: {_describe(c)}"
+        message = f"{_who(ev)} differs from the file's expected output on {name!r}: {_describe(c)}"
         return [Finding("expected-mismatch", "; ".join(filter(None, (message, note))))]
     if note and reference_mismatch(ev):  # the backend sides with the file, not the oracle
-        return [Finding("reference-mismatch", f"{note}, and the {who} agrees with the file")]
+        return [Finding("reference-mismatch", f"{note}, and the {_who(ev)} agrees with the file")]
     return []
 
 
+def _expected_for(ev: Evidence, feed: Feed) -> tuple[Outputs | None, str]:
+    """What a capture run of `feed` must give: the eager twin's run of the same inputs, or else
+    the reference for them."""
+    if ev.eager is not None:
+        eager = ev.eager.outputs_of(feed.variant)
+        if eager is not None:
+            return eager, "eager"
+    return ev.references.get(feed.variant), "the reference (no eager twin)"
+
+
 def capture_mismatch(ev: Evidence) -> list[Finding]:
+    """Every capture run against what eager gave for the same inputs."""
     if not ev.case.capture or ev.run.status != "ok":
         return []
-    if ev.eager is not None and ev.eager.status == "ok":
-        against, what = ev.eager.outputs, "eager"
-    else:  # no eager twin ran: the oracle stands in
-        against, what = ev.reference, "the reference (no eager twin)"
-    comparisons = compare_outputs(dict(ev.run.outputs), dict(against), ev.case.tolerance)
-    bad = {name: c for name, c in comparisons.items() if not c.ok}
-    if not bad:
+    feeds = ev.run_feeds
+    found = []
+    for index, (outputs, feed) in enumerate(zip(ev.run.runs, feeds, strict=True)):
+        expected, what = _expected_for(ev, feed)
+        if expected is None:
+            continue
+        bad = _worst_mismatch(compare_outputs(dict(outputs), dict(expected), ev.case.tolerance))
+        if bad is not None:
+            found.append((bad[1].max_abs, index, what, bad))
+    if not found:
         return []
-    name, c = max(bad.items(), key=lambda item: item[1].max_abs)
+    _, index, what, (name, c) = max(found, key=lambda item: item[0])
+    where = f" in run {index + 1} of {len(feeds)}" if len(feeds) > 1 else ""
     return [
         Finding(
             "capture-mismatch",
-            f"capture output {name!r} differs from {what}: "
+            f"capture output {name!r} differs from {what}{where}: "
             f"{c.mismatched}/{c.total} elements, max abs {c.max_abs:.3g}",
         )
     ]
@@ -168,13 +265,16 @@ def stale_layout(ev: Evidence) -> list[Finding]:
     Names the earlier layout whose reference fits best; among equals (layouts differing only in
     order share a reference), the first to run, where a stale cache entry would come from.
     """
-    if not ev.case.capture or ev.run.status != "ok" or not ev.earlier:
+    if not ev.case.capture or ev.run.status != "ok" or not ev.earlier or not ev.vs_reference:
         return []
     if all(c.ok for c in ev.vs_reference.values()):
         return []
     own = worst(ev.vs_reference)[0]
     fits = []
-    for index, (label, reference) in enumerate(ev.earlier):
+    for index, (label, references) in enumerate(ev.earlier):
+        reference = references.get(ev.last_variant)
+        if reference is None:
+            continue
         other = compare_outputs(dict(ev.run.outputs), dict(reference), ev.case.tolerance)
         if all(c.ok for c in other.values()) or worst(other)[0] < own / 10:
             fits.append((worst(other)[0], index, label))
@@ -191,19 +291,100 @@ def stale_layout(ev: Evidence) -> list[Finding]:
     ]
 
 
+def _fits_better(
+    outputs: Outputs, own: Outputs, candidates: list[tuple[int, Feed, Outputs]], ev: Evidence
+) -> tuple[float, int, Feed] | None:
+    """The candidate `outputs` fits best, if it fits within tolerance or ten times closer than
+    `own`, which it must not fit."""
+    tolerance = ev.case.tolerance
+    vs_own = compare_outputs(dict(outputs), dict(own), tolerance)
+    if all(c.ok for c in vs_own.values()):
+        return None
+    error_own = worst(vs_own)[0]
+    fits = []
+    for index, feed, expected in candidates:
+        other = compare_outputs(dict(outputs), dict(expected), tolerance)
+        if all(c.ok for c in other.values()) or worst(other)[0] < error_own / 10:
+            fits.append((worst(other)[0], index, feed))
+    return min(fits, key=lambda fit: (fit[0], fit[1])) if fits else None
+
+
+def _crossed_runs(ev: Evidence, same_graph: bool) -> Iterator[tuple[int, Feed, Feed, float, int]]:
+    """Capture runs whose output fits an earlier run's expected output better than their own:
+    (run, its feed, the earlier run's feed, error against it, the earlier run). Earlier runs of
+    the same graph with other inputs (`same_graph`), or earlier runs of other graphs."""
+    if not ev.case.capture or ev.run.status != "ok":
+        return
+    feeds = ev.run_feeds
+    for index, (outputs, feed) in enumerate(zip(ev.run.runs, feeds, strict=True)):
+        own, _ = _expected_for(ev, feed)
+        if own is None:
+            continue
+        candidates = []
+        for earlier, other in enumerate(feeds[:index]):
+            if other.variant == feed.variant or (other.graph == feed.graph) != same_graph:
+                continue
+            expected, _ = _expected_for(ev, other)
+            if expected is not None:
+                candidates.append((earlier, other, expected))
+        fit = _fits_better(outputs, own, candidates, ev)
+        if fit is not None:
+            error, earlier, other = fit
+            yield index, feed, other, error, earlier
+
+
+def wrong_graph(ev: Evidence) -> list[Finding]:
+    """A replay of one graph whose output is another graph's result (its inputs' output)."""
+    for index, feed, other, error, earlier in _crossed_runs(ev, same_graph=False):
+        return [
+            Finding(
+                "wrong-graph",
+                f"run {index + 1} (graph {feed.graph}) returned graph {other.graph}'s result: "
+                f"it matches the output for run {earlier + 1}'s inputs (max abs {error:.3g}) "
+                "better than its own",
+                stale_from=f"graph {other.graph}",
+            )
+        ]
+    return []
+
+
+def stale_input(ev: Evidence) -> list[Finding]:
+    """A replay whose output belongs to an earlier run's inputs: it read stale inputs."""
+    for index, feed, _, error, earlier in _crossed_runs(ev, same_graph=True):
+        graph = f" (graph {feed.graph})" if ev.case.graphs > 1 else ""
+        return [
+            Finding(
+                "stale-input",
+                f"run {index + 1}{graph} returned the output for run {earlier + 1}'s inputs "
+                f"(max abs {error:.3g}) rather than for its own",
+                stale_from=f"run {earlier + 1}",
+            )
+        ]
+    return []
+
+
 def nondeterministic(ev: Evidence) -> list[Finding]:
-    """Runs after the first (replays, under capture) must agree bit for bit."""
-    repeats = ev.run.runs[1:] if ev.case.capture else ev.run.runs
-    if ev.run.status != "ok" or len(repeats) < 2:
+    """Runs of the same inputs must agree bit for bit; under capture, replays only (each graph's
+    first run records)."""
+    if ev.run.status != "ok":
         return []
-    first = repeats[0]
-    for i, other in enumerate(repeats[1:], start=2):
-        for name, value in first.items():
-            if not np.array_equal(value, other.get(name), equal_nan=True):
+    recording = {f.graph for f in ev.run_feeds} if ev.case.capture else set()
+    first: dict[Variant, tuple[int, Outputs]] = {}
+    for index, (outputs, feed) in enumerate(zip(ev.run.runs, ev.run_feeds, strict=True)):
+        if feed.graph in recording:
+            recording.discard(feed.graph)
+            continue
+        if feed.variant not in first:
+            first[feed.variant] = (index, outputs)
+            continue
+        earlier, reference = first[feed.variant]
+        for name, value in reference.items():
+            if not np.array_equal(value, outputs.get(name), equal_nan=True):
                 return [
                     Finding(
                         "nondeterministic",
-                        f"run {i} of the same input gave another {name!r} than run 1",
+                        f"run {index + 1} of the same input gave another {name!r} than run "
+                        f"{earlier + 1}",
                     )
                 ]
     return []
@@ -211,7 +392,18 @@ def nondeterministic(ev: Evidence) -> list[Finding]:
 
 def capture_not_engaged(ev: Evidence) -> list[Finding]:
     trace = ev.run.trace
-    if not ev.case.capture or ev.run.status != "ok" or ev.run.timings.runs < 2:
+    if not ev.case.capture or ev.run.status != "ok":
+        return []
+    if trace.unrecorded_graphs:
+        graphs = ", ".join(map(str, trace.unrecorded_graphs))
+        return [
+            Finding(
+                "capture-not-engaged",
+                f"the first run of graph {graphs} recorded nothing (no bind group created): "
+                "the backend does not keep a graph per gpu_graph_id",
+            )
+        ]
+    if ev.run.timings.runs < 2:
         return []
     if trace.replay_bind_groups_created or trace.replay_uniform_writes:
         return [
@@ -230,6 +422,8 @@ DETECTORS: tuple[Detector, ...] = (
     expected_mismatch,
     capture_mismatch,
     stale_layout,
+    wrong_graph,
+    stale_input,
     nondeterministic,
     capture_not_engaged,
 )
@@ -258,17 +452,34 @@ def outcome(verdicts: frozenset[str], expect: frozenset[str]) -> Outcome:
     return Outcome.UNEXPECTED_PASS if verdicts == {"pass"} else Outcome.UNEXPECTED
 
 
+def _static_differs(ev: Evidence) -> bool:
+    """Whether the static-shape eager runs differ from the dynamic twin's on the same inputs."""
+    eager = _eager_runs(ev)
+    if ev.dynamic is None or eager is None or ev.case.dynamic:
+        return False
+    for index, feed in _distinct_runs(_feeds(eager.feeds, len(eager.run.runs))):
+        dynamic = ev.dynamic.outputs_of(feed.variant)
+        if dynamic is not None:
+            comparisons = compare_outputs(
+                dict(eager.run.runs[index]), dict(dynamic), ev.case.tolerance
+            )
+            if _worst_mismatch(comparisons) is not None:
+                return True
+    return False
+
+
 def attribute(ev: Evidence, verdicts: frozenset[str]) -> str | None:
-    """Where a failure lives: eager too (a kernel bug), the static-shape capture path alone
-    (eager, which binds afresh every run, agrees: the seed's phenomenon C), or only after a
-    layout change (a stale layout, or the first layout failing when captured again)."""
+    """Where a failure lives: eager too (a kernel bug), the static-shape path (static eager
+    differs from dynamic, which pins no dim), the static-shape capture path alone (eager, which
+    binds afresh every run, agrees: the seed's phenomenon C), or only after a layout change (a
+    stale layout, or the first layout failing when captured again)."""
     if verdicts <= {"pass", "skipped"} or ev.run.status != "ok":
         return None
     if verdicts & {"reference-mismatch", "expected-mismatch"}:
-        return "eager too"
+        return "static-shape path" if _static_differs(ev) else "eager too"
     if "stale-layout" in verdicts or ev.case.revisit:
         return "capture only, after a layout change"
-    return "capture only" if ev.case.capture else "eager"
+    return "capture only" if ev.case.capture else ev.case.mode
 
 
 def judge(ev: Evidence) -> Judgement:
@@ -283,12 +494,15 @@ def judge(ev: Evidence) -> Judgement:
         findings = tuple(f for f in findings if f.verdict == "skipped")
     verdicts = frozenset(f.verdict for f in findings) or frozenset({"pass"})
     max_abs = max_rel = None
-    if ev.run.status == "ok":
+    if ev.run.status == "ok" and ev.vs_reference:
         max_abs, max_rel = worst(ev.vs_reference)
+    messages = [f.message for f in findings if f.message]
+    if ev.no_reference and "skipped" not in verdicts:
+        messages.append(f"no reference: {ev.no_reference}")
     return Judgement(
         verdicts=verdicts,
         verdict=headline(verdicts),
-        message="; ".join(f.message for f in findings if f.message),
+        message="; ".join(messages),
         max_abs=max_abs,
         max_rel=max_rel,
         attribution=attribute(ev, verdicts),

@@ -1,8 +1,8 @@
 """Expand suites into cases, then select them (``--filter``) and split them (``--shard``).
 
 Order is deterministic and groups what later steps need together: for each suite, model, shape
-and backend, the layouts in declared order, each eager then capture. So one layout-change
-sequence is contiguous, and a capture case directly follows its eager twin.
+and backend, the layouts in declared order, each in mode order (dynamic, eager, capture). So one
+layout-change sequence is contiguous, and a capture case directly follows its eager twin.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from typing import Any
 
 from runner.suite.spec import (
     DIMENSIONS,
+    MODES,
     BackendTarget,
+    BufferModes,
     Expectation,
     Layout,
     ModelSpec,
@@ -44,6 +46,14 @@ class Case:
     # that picks up a later layout's state shows here.
     revisit: bool = False
     inject: frozenset[str] = frozenset()  # faults injected into this case (canaries)
+    dynamic: bool = False  # eager with no symbolic dim pinned (`capture: dynamic`)
+    buffers: BufferModes = BufferModes()  # how a capture case's inputs and outputs are held
+    graphs: int = 1  # graphs one capture session records (gpu_graph_id 0..graphs-1)
+
+    @property
+    def mode(self) -> str:
+        """``dynamic``, ``eager`` or ``capture``."""
+        return mode_name(self.capture, self.dynamic)
 
     @property
     def cell(self) -> str:
@@ -60,7 +70,7 @@ class Case:
 
     @property
     def id(self) -> str:
-        return f"{self.cell}/{mode_name(self.capture)}{'-revisit' if self.revisit else ''}"
+        return f"{self.cell}/{self.mode}{'-revisit' if self.revisit else ''}"
 
     @property
     def sequence(self) -> tuple[str, str, str, str]:
@@ -80,7 +90,9 @@ class Case:
             "backend": self.backend.build_id,
             "bundle": self.backend.bundle or "",
             "version": self.backend.version or "",
-            "capture": mode_name(self.capture),
+            "capture": self.mode,
+            "buffers": self.buffers.label,
+            "graphs": str(self.graphs),
             "file": op_case.test.file.name if op_case else "",
             "test": op_case.test.name if op_case else "",
             "operator": op_case.test.operator if op_case else "",
@@ -94,7 +106,7 @@ def unversioned_id(case_id: str) -> str:
     return "/".join([*head, re.sub(r"@[^:]*", "", backend), mode])
 
 
-def suite_cells(suite: Suite) -> list[tuple[ModelSpec, Shape, Layout, BackendTarget, bool, dict]]:
+def suite_cells(suite: Suite) -> list[tuple[ModelSpec, Shape, Layout, BackendTarget, str, dict]]:
     """The suite's matrix after ``exclude`` and ``include``, with each cell's extra keys."""
     layouts = {layout.label: layout for layout in suite.layouts}
     models = {model.name: model for model in suite.models}
@@ -110,15 +122,15 @@ def suite_cells(suite: Suite) -> list[tuple[ModelSpec, Shape, Layout, BackendTar
         if not extended:
             model = models[entry["model"]]
             shape = Shape(tuple(dict(entry["shape"]).items()))
-            captures = (entry["capture"] == "capture",) if "capture" in entry else suite.capture
-            for capture in captures:
+            modes = (entry["capture"],) if "capture" in entry else suite.capture
+            for mode in modes:
                 cells.append(
                     (
                         model,
                         shape,
                         layouts[entry.get("layout", suite.layouts[0].label)],
                         backends[entry["backend"]],
-                        capture,
+                        mode,
                         dict(extras),
                     )
                 )
@@ -131,8 +143,19 @@ def _rule_matches(match: Mapping[str, Any], fields: Mapping[str, str]) -> bool:
 
 def expand_suite(suite: Suite) -> list[Case]:
     cases = []
-    for model, shape, layout, backend, capture, extras in suite_cells(suite):
-        case = Case(suite, model, shape, layout, backend, capture, suite.tolerance)
+    for model, shape, layout, backend, mode, extras in suite_cells(suite):
+        case = Case(
+            suite,
+            model,
+            shape,
+            layout,
+            backend,
+            mode == "capture",
+            suite.tolerance,
+            dynamic=mode == "dynamic",
+            buffers=dataclasses.replace(suite.buffers, **model.buffers),
+            graphs=model.graphs,
+        )
         if "tolerance" in extras:
             case = dataclasses.replace(case, tolerance=Tolerance(**extras["tolerance"]))
         cases.append(case)
@@ -161,6 +184,8 @@ def _apply_rules(case: Case, suite: Suite) -> Case:
                 expectation=rule.expectation,
                 tolerance=rule.tolerance or case.tolerance,
                 inject=rule.inject,
+                buffers=dataclasses.replace(case.buffers, **rule.buffers),
+                graphs=rule.graphs or case.graphs,
             )
     return case
 
@@ -180,7 +205,7 @@ def _sort_key(case: Case, suite: Suite, model_order: Mapping[str, int]):
         case.shape.label,
         case.backend.id,
         layout_index,
-        case.capture,
+        MODES.index(case.mode),
     )
 
 

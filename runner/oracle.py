@@ -1,7 +1,9 @@
 """Reference outputs from onnxruntime on the CPU, cached on disk by the workload's content hash.
 
-A rerun over the same models, shapes and inputs computes nothing: the cache key covers the model
-bytes, the shape and every input's bytes (``Workload.key``), and the oracle itself (onnxruntime's
+One reference per input variant a case's runs use (its input sequence), each cached apart, those
+missing computed in one CPU session. A rerun over the same models, shapes and inputs computes
+nothing, whatever its number of runs: the cache key covers the model bytes, the shape and the
+variant's input bytes (``runner.workload.variant_key``), and the oracle itself (onnxruntime's
 version and provider), so upgrading onnxruntime recomputes every reference instead of judging
 against the old version's outputs.
 """
@@ -17,8 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from runner.files import write_atomic
-from runner.workload import Workload
+from runner.workload import Workload, variant_key
+from runner.workload.inputs import BASE, Variant
 
+References = dict[Variant, dict[str, np.ndarray]]  # per input variant, the outputs by name
 PROVIDER = "CPUExecutionProvider"
 
 
@@ -29,32 +33,39 @@ def onnxruntime_version() -> str:
     return ort.__version__
 
 
-def cache_key(workload: Workload) -> str:
-    """The workload's content hash, with the onnxruntime version and provider that answer it."""
+def cache_key(workload: Workload, variant: Variant) -> str:
+    """A variant's content hash, with the onnxruntime version and provider that answer it."""
     oracle = f"onnxruntime {onnxruntime_version()} {PROVIDER}"
-    return hashlib.sha256(f"{workload.key}/{oracle}".encode()).hexdigest()
+    return hashlib.sha256(f"{variant_key(workload, variant)}/{oracle}".encode()).hexdigest()
 
 
 class ReferenceCache:
     def __init__(self, folder: Path):
         self.folder = folder
-        self.computed = 0  # references computed by this instance (the rest came from disk)
-        self._memory: dict[str, dict[str, np.ndarray]] = {}
+        self.computed = 0  # references (one per variant) computed here; the rest came from disk
+        self._memory: dict[str, dict[str, np.ndarray]] = {}  # variant key -> outputs
 
-    def reference(self, workload: Workload) -> dict[str, np.ndarray]:
-        key = cache_key(workload)
-        if key in self._memory:
-            return self._memory[key]
-        path = self.folder / f"{key}.npz"
-        try:
-            with np.load(path) as stored:
-                outputs = {name: stored[name] for name in workload.output_names}
-        except (OSError, KeyError, ValueError):
-            outputs = compute_reference(workload)
-            self.computed += 1
-            self._store(path, outputs)
-        self._memory[key] = outputs
-        return outputs
+    def references(self, workload: Workload) -> References:
+        """Every variant's outputs; raises what onnxruntime raises if it cannot run the model."""
+        keys = {variant: cache_key(workload, variant) for variant in workload.all_variants()}
+        missing = [variant for variant, key in keys.items() if not self._load(key, workload)]
+        if missing:
+            session = cpu_session(workload.model, workload.shape)
+            for variant in missing:
+                outputs = _outputs(session, workload.output_names, workload.inputs_of(variant))
+                self.computed += 1
+                self._store(self.folder / f"{keys[variant]}.npz", outputs)
+                self._memory[keys[variant]] = outputs
+        return {variant: self._memory[key] for variant, key in keys.items()}
+
+    def _load(self, key: str, workload: Workload) -> bool:
+        if key not in self._memory:
+            try:
+                with np.load(self.folder / f"{key}.npz") as stored:
+                    self._memory[key] = {name: stored[name] for name in workload.output_names}
+            except (OSError, KeyError, ValueError):
+                return False
+        return True
 
     @staticmethod
     def _store(path: Path, outputs: dict[str, np.ndarray]) -> None:
@@ -75,7 +86,11 @@ def cpu_session(model: bytes, free_dims: Mapping[str, int] | None = None):
     return ort.InferenceSession(model, options, providers=[PROVIDER])
 
 
-def compute_reference(workload: Workload) -> dict[str, np.ndarray]:
+def compute_reference(workload: Workload, variant: Variant = BASE) -> dict[str, np.ndarray]:
+    """One variant's outputs."""
     session = cpu_session(workload.model, workload.shape)
-    values = session.run(list(workload.output_names), dict(workload.inputs))
-    return dict(zip(workload.output_names, values, strict=True))
+    return _outputs(session, workload.output_names, workload.inputs_of(variant))
+
+
+def _outputs(session, names, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return dict(zip(names, session.run(list(names), dict(inputs)), strict=True))

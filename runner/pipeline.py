@@ -1,8 +1,9 @@
 """The run, as a short pipeline: materialize -> reference -> backend -> judge -> store.
 
 Cases arrive in matrix order, so one layout-change sequence is contiguous and a capture case
-follows its eager twin; the pipeline keeps just what the judge needs from earlier in the
-sequence (the eager twin's run, earlier layouts' references).
+follows its eager twin (and both their dynamic twin); the pipeline keeps just what the judge
+needs from earlier in the sequence (the twins' runs, earlier layouts' references). A case the
+oracle cannot run still runs: the judges that need no reference judge it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from runner.backends.base import Backend, BackendOptions, BackendRun
 from runner.environment import base_environment
 from runner.errors import EnvironmentUnusable, ExitCode
 from runner.history import CaseResult, RunFolder, RunRecord, RunStatus, SqliteHistory
-from runner.judge import Evidence, judge
+from runner.judge import Evidence, Twin, judge
 from runner.localize import LOCALIZED_VERDICTS, first_divergent_node
 from runner.matrix import Case
 from runner.oracle import ReferenceCache
@@ -68,13 +69,13 @@ class _Sequence:
 
     def __init__(self) -> None:
         self.key: tuple | None = None
-        self.eager: dict[str, BackendRun] = {}  # cell -> eager run
-        self.references: dict[str, tuple[str, dict]] = {}  # workload key -> (layout, reference)
+        self.twins: dict[tuple[str, str], Twin] = {}  # (cell, mode) -> its eager or dynamic run
+        self.references: dict[str, tuple[str, dict]] = {}  # workload key -> (layout, references)
         self.captured: list[tuple[Case, Workload]] = []  # capture cases so far, in order
 
     def enter(self, case: Case) -> None:
         if case.sequence != self.key:
-            self.key, self.eager, self.references, self.captured = case.sequence, {}, {}, []
+            self.key, self.twins, self.references, self.captured = case.sequence, {}, {}, []
 
     def earlier(self, workload: Workload) -> tuple[tuple[str, dict], ...]:
         return tuple(v for k, v in self.references.items() if k != workload.key)
@@ -202,7 +203,7 @@ def execute(
                     used.add(case.backend.name)
                     # callbacks run last-in first-out: read the environment before closing
                     closing.callback(_record_environment, environments, case.backend.name, backend)
-                result = _run_case(run_id, case, backend, oracle, sequence, localize)
+                result = _run_case(run_id, case, backend, oracle, sequence, localize, options.runs)
                 with interrupts.deferred():
                     for store in stores:
                         store.record(result)
@@ -246,6 +247,7 @@ def _run_case(
     oracle: ReferenceCache,
     sequence: _Sequence,
     localize: bool,
+    runs: int,
 ) -> CaseResult:
     sequence.enter(case)
     began = time.perf_counter()
@@ -255,30 +257,39 @@ def _run_case(
         if skip:
             unrun = BackendRun(status="skipped", message=skip)
         else:
-            workload = materialize(case)
-            reference = oracle.reference(workload)
-    except Exception as exc:  # a model or input the oracle cannot run fails this case only
+            workload = materialize(case, runs)
+    except Exception as exc:  # a model or input that cannot be built fails this case only
         unrun = _failed_run(exc)
     if unrun is not None:
         judgement = judge(Evidence(case, unrun, {}))
         return CaseResult.of(run_id, case, unrun, judgement, wall_ms=_ms_since(began))
+    references, no_reference = {}, ""
+    try:
+        references = oracle.references(workload)
+    except Exception as exc:  # onnxruntime CPU refused it: the other judges remain
+        no_reference = f"onnxruntime CPU refused the case ({type(exc).__name__}: {exc})".strip()
     run = backend.run(case, workload)
+    feeds = workload.feeds(runs)
     evidence = Evidence(
         case,
         run,
-        reference,
-        eager=sequence.eager.get(case.cell) if case.capture else None,
+        references,
+        feeds=feeds,
+        eager=sequence.twins.get((case.cell, "eager")) if case.capture else None,
+        dynamic=None if case.dynamic else sequence.twins.get((case.cell, "dynamic")),
         earlier=sequence.earlier(workload) if case.capture else (),
+        no_reference=no_reference,
     )
     judgement = judge(evidence)
     divergent = None
     if localize and judgement.verdicts & LOCALIZED_VERDICTS:
         divergent = _localize(backend, case, workload, judgement.verdicts, sequence.captured)
     if case.capture:
-        sequence.references.setdefault(workload.key, (case.layout.label, reference))
+        if references:
+            sequence.references.setdefault(workload.key, (case.layout.label, references))
         sequence.captured.append((case, workload))
     else:
-        sequence.eager[case.cell] = run
+        sequence.twins[case.cell, case.mode] = Twin(run, feeds)
     return CaseResult.of(
         run_id,
         case,

@@ -1,32 +1,28 @@
 """Why an op-test case cannot run here, said before it runs.
 
 A case is skipped, with its reason, when its test's ``platformCondition`` does not match the
-backend's platform; when the backend cannot hold one of its element types; or when onnxruntime
-on the CPU (the oracle) has no kernel or schema for its operator and types, e.g. a contrib op
-only other execution providers implement. What a backend finds it lacks only when it runs (an
-operator without a kernel, a graph its WebGPU EP will not capture) the judge skips the same way
-(``runner.judge``). Every reason starts with one of the ``SKIP_*`` phrases, which reports group by.
-Zero-sized tensors need no reason: every backend here takes them (tests/test_optests*.py).
+backend's platform, or when the backend cannot hold one of its element types. What a backend
+finds it lacks only when it runs (an operator without a kernel, a graph its WebGPU EP will not
+capture) the judge skips the same way (``runner.judge``). Every reason starts with one of the
+``SKIP_*`` phrases, which reports group by. Zero-sized tensors need no reason: every backend here
+takes them (tests/test_optests*.py). A case onnxruntime on the CPU (the oracle) cannot run, e.g.
+a contrib op only other execution providers implement, is not skipped: it runs, and is judged
+against its file and capture against eager (``runner.pipeline``).
 """
 
 from __future__ import annotations
 
-import functools
 import platform
 import re
 import sys
 
 from runner.backends import REGISTRY
 from runner.matrix import Case
-from runner.oracle import cpu_session
-from runner.suite.spec import OpTest
-from runner.workload.optest import op_test_model
 
 SKIP_PLATFORM = "platform condition not met"
 SKIP_TYPE = "element type the backend lacks"
-SKIP_ORACLE = "onnxruntime CPU lacks the operator or type"
 SKIP_BACKEND = "backend lacks the operator or type"  # seen at run time (runner.judge)
-SKIP_REASONS = (SKIP_PLATFORM, SKIP_TYPE, SKIP_ORACLE, SKIP_BACKEND)
+SKIP_REASONS = (SKIP_PLATFORM, SKIP_TYPE, SKIP_BACKEND)
 
 
 # What ORT-web's `platformCondition` regexes are matched against: platform.js's description in
@@ -53,24 +49,6 @@ def skip_reason(case: Case) -> str | None:
     lacking = sorted(types - (REGISTRY[backend].element_types or types))
     if lacking:
         return f"{SKIP_TYPE}: {backend} has no {', '.join(lacking)} tensors"
-    if op_case.invalid:
-        return None  # no model to ask the oracle about: the case fails as `error`
-    return oracle_lacks(test)
-
-
-@functools.lru_cache(maxsize=1024)
-def oracle_lacks(test: OpTest) -> str | None:
-    """Why onnxruntime on the CPU cannot take the test's model, if it lacks a kernel or schema.
-
-    Other refusals (an attribute the schema rejects, a type the ONNX schema forbids) are the
-    test's own errors and left to the run to report.
-    """
-    try:
-        cpu_session(op_test_model(test))
-    except Exception as exc:  # onnxruntime raises its own classes, all plain Exceptions
-        lacks = onnxruntime_lacks(str(exc))
-        if lacks:
-            return f"{SKIP_ORACLE}: {lacks}"
     return None
 
 

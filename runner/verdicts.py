@@ -11,6 +11,10 @@ import enum
 VERDICTS: dict[str, str] = {
     "stale-layout": "under this layout the output matches an earlier layout's reference better "
     "than its own: a replay used that layout's constants",
+    "wrong-graph": "a replay of one captured graph returned another graph's result (names the "
+    "graph): the graphs share buffers they should not",
+    "stale-input": "a replay's output matches an earlier run's inputs' output better than its "
+    "own (names the run): the replay read inputs that were no longer current",
     "capture-not-engaged": "capture was asked for, but the replay created bind groups or "
     "rewrote uniforms: the capture path was not tested",
     "capture-mismatch": "the capture output differs from the same case's eager output",

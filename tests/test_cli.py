@@ -40,7 +40,7 @@ def test_run_records_every_case(write_suite, tmp_path, result_schema):
     [run_dir] = (out / "runs").iterdir()
     run = json.loads((run_dir / "run.json").read_text())
     assert run["status"] == "complete" and run["cases"] == 10  # 2 x (2 layouts x 2 modes + 1)
-    assert run["references_computed"] == 4  # 2 models x 2 layouts
+    assert run["references_computed"] == 8  # 2 models x 2 layouts x 2 runs of new inputs
     assert run["environment"]["onnxruntime"] and run["environment"]["backends"]["reference"]
     assert run["environment"]["suites_git"]["commit"] is None  # the suite repo has no commits
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]

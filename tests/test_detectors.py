@@ -7,6 +7,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from runner.backends.base import BackendOptions
@@ -100,6 +101,8 @@ def test_canary_suite_sees_every_injected_fault(tmp_path):
         "stale-input-binding",
         "stale-uniform-binding",
         "ep-name-as-string",
+        "input-snapshot-at-capture",
+        "graphs-share-inputs",
     }
     assert all(r.outcome == "expected" and r.verdict != "pass" for r in injected)
     assert all(r.verdict == "pass" for r in summary.results if not r.injected)
@@ -115,3 +118,28 @@ def test_canary_models_without_faults_pass_20_times_on_wgpu(tmp_path):
     assert len(summary.results) == 20 * len(clean)
     false_positives = [r.case_id for r in summary.results if r.verdict != "pass"]
     assert false_positives == []
+
+
+def test_every_mode_buffer_mode_and_graphs_pass_clean_on_wgpu(write_suite, tmp_path, result_schema):
+    """wgpu models a correct EP: new inputs every run, fresh buffers, two graphs, dynamic."""
+    path = write_suite(
+        """
+models:
+  enc: {builtin: encoder, layers: 1, hidden: 32, heads: 4, ffn: 64}
+  fresh: {builtin: encoder, layers: 1, hidden: 32, heads: 4, ffn: 64, graphs: 2,
+          buffers: {inputs: fresh, outputs: fresh}}
+shapes:
+  - {batch: 1, sequence: 16}
+backends: [wgpu, reference]
+capture: [dynamic, eager, capture]
+"""
+    )
+    results = run_suite(path, tmp_path)
+    assert len(results) == 2 * 2 * 3
+    assert {r["verdict"] for r in results.values()} == {"pass"}, {
+        k: r["message"] for k, r in results.items() if r["verdict"] != "pass"
+    }
+    assert [k.rsplit("/", 1)[1] for k in results][:3] == ["dynamic", "eager", "capture"]
+    assert results["fresh/batch=1,sequence=16/layout=default/wgpu/capture"]["timings"]["runs"] == 6
+    for record in results.values():
+        jsonschema.validate(record, result_schema)

@@ -156,3 +156,41 @@ def test_failed_cases_come_back_with_what_runs_before_them(suite):
     wanted = {first[3].id, first[1].id, other[0].id, "gone/from/the/suite"}
     assert with_predecessors(cases, wanted) == first[:4] + other[:1]
     assert with_predecessors(cases, set()) == []
+
+
+MODES_SUITE = """
+buffers: {outputs: rewrite}
+models:
+  a: {builtin: encoder}
+  b: {builtin: encoder, buffers: {inputs: fresh}, graphs: 2}
+shapes:
+  - {batch: 1, sequence: 8}
+backends: [wgpu]
+capture: [capture, dynamic, eager]
+cases:
+  - match: {model: a, capture: capture}
+    buffers: {outputs: fresh}
+    graphs: 3
+"""
+
+
+def test_modes_run_dynamic_eager_capture_and_buffer_modes_resolve(write_suite):
+    cases = expand_matrix([load_suite(write_suite(MODES_SUITE))])
+    assert [c.id.rsplit("/", 1)[1] for c in cases] == ["dynamic", "eager", "capture"] * 2
+    modes = {(c.model.name, c.mode): (c.buffers.label, c.graphs) for c in cases}
+    assert modes == {
+        ("a", "dynamic"): ("rewrite/rewrite", 1),  # the suite's
+        ("a", "eager"): ("rewrite/rewrite", 1),
+        ("a", "capture"): ("rewrite/fresh", 3),  # a rule sets outputs alone, and graphs
+        ("b", "dynamic"): ("fresh/rewrite", 2),  # the model's inputs, the suite's outputs
+        ("b", "eager"): ("fresh/rewrite", 2),
+        ("b", "capture"): ("fresh/rewrite", 2),
+    }
+    assert cases[0].dynamic and not cases[0].capture and cases[0].fields()["capture"] == "dynamic"
+    fresh = select_cases(cases, ["buffers=fresh/*"])
+    assert [c.id for c in fresh] == [
+        f"b/batch=1,sequence=8/layout=default/wgpu/{mode}"
+        for mode in ("dynamic", "eager", "capture")
+    ]
+    assert len(select_cases(cases, ["graphs=3"])) == 1
+    assert len(select_cases(cases, ["capture=dynamic"])) == 2

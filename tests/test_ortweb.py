@@ -28,6 +28,7 @@ from runner.matrix import Case
 from runner.oracle import compute_reference
 from runner.suite.spec import (
     BackendTarget,
+    BufferModes,
     EncoderParams,
     Layout,
     ModelSpec,
@@ -345,3 +346,69 @@ def _chromium_processes() -> set[int]:
         except OSError:
             pass
     return found
+
+
+# -- new inputs every run, buffer modes, graphs, dynamic -------------------------------------------
+
+
+def sequence_case(bundle: str, capture: bool, **fields) -> tuple[Case, Workload]:
+    """The compact encoder with three rounds of new inputs (``fields``: buffers, graphs...)."""
+    spec = ModelSpec("encoder-compact", builtin="encoder", encoder=ENCODERS["compact"])
+    case = dataclasses.replace(make_case(bundle, capture, spec), **fields)
+    return case, materialize(case, runs=3)
+
+
+def errors_per_run(result: BackendRun, workload: Workload) -> list[float]:
+    """Each run's max abs error against the reference for its own inputs."""
+    assert result.status == "ok", result.message
+    return [
+        max(compare(run[k], v, Tolerance()).max_abs for k, v in expected.items())
+        for run, feed in zip(result.runs, workload.feeds(3), strict=True)
+        for expected in [compute_reference(workload, feed.variant)]
+    ]
+
+
+@pytest.mark.parametrize("bundle", BUNDLES)
+def test_every_run_gets_new_inputs_in_every_buffer_mode_that_works(backend, bundle):
+    """Rewriting the same input buffers, and the same pre-allocated output buffers, is right on
+    every build; dynamic (no freeDimensionOverrides) too."""
+    for capture, fields in [
+        (False, {"dynamic": True}),
+        (True, {}),
+        (True, {"buffers": BufferModes(outputs="rewrite")}),
+    ]:
+        case, workload = sequence_case(bundle, capture, **fields)
+        assert len({feed.variant for feed in workload.feeds(3)}) == 2
+        result = backend.run(case, workload)
+        assert max(errors_per_run(result, workload)) < 1e-3, fields
+        assert result.trace.replay_bind_groups_created == 0 or not capture
+
+
+@pytest.mark.parametrize("bundle", BUNDLES)
+def test_a_new_input_buffer_per_run_replays_the_first_or_is_refused(backend, bundle):
+    case, workload = sequence_case(bundle, True, buffers=BufferModes(inputs="fresh"))
+    result = backend.run(case, workload)
+    if bundle == "jsep":
+        assert result.status == "capture-unsupported"
+        assert result.message.startswith("run 2: Registering a different external buffer")
+        return
+    first = compute_reference(workload)
+    for run in result.runs:  # every replay computes run 1's inputs again
+        assert all(compare(run[k], v, Tolerance()).ok for k, v in first.items())
+    assert min(errors_per_run(result, workload)[1:]) > 0.1
+
+
+@pytest.mark.parametrize("bundle", BUNDLES)
+def test_graph_ids_record_a_graph_each_on_the_cpp_builds(backend, bundle):
+    case, workload = sequence_case(bundle, True, graphs=2)
+    assert [feed.graph for feed in workload.feeds(3)] == [0, 1] * 3
+    result = backend.run(case, workload)
+    if bundle == "jsep":  # one graph per session: the second graph's buffers are refused
+        assert result.status == "capture-unsupported"
+        assert result.message.startswith("run 2 (gpu_graph_id 1): Registering a different")
+        return
+    assert max(errors_per_run(result, workload)) < 1e-3
+    assert [counts.get("createBindGroup", 0) > 0 for counts in result.details["run_counts"]] == [
+        True, True, False, False, False, False,  # each graph's first run records
+    ]  # fmt: skip
+    assert result.trace.replay_bind_groups_created == 0 and result.trace.unrecorded_graphs == ()

@@ -26,7 +26,7 @@ from runner.backends.ortweb.package import BUILDS, published_url
 from runner.backends.ortweb.repro import write_runner
 from runner.errors import InvalidInput
 from runner.history import CaseResult, SqliteHistory
-from runner.judge import Evidence, judge
+from runner.judge import Evidence, Twin, judge
 from runner.matrix import expand_matrix, expand_suite
 from runner.oracle import compute_reference
 from runner.pipeline import execute
@@ -36,6 +36,7 @@ from runner.repro.cut import anchor, cut_workload, exposed, plan_cuts
 from runner.repro.verify import Rerun
 from runner.suite import load_suite
 from runner.workload import materialize
+from runner.workload.inputs import BASE
 
 from .conftest import REPO, regress
 
@@ -170,7 +171,7 @@ def _only_the_full_model_fails(subject, workload, earlier, options):
     actual = {k: v + np.float32(0.25 if full else 0) for k, v in reference.items()}
     run = BackendRun(runs=(actual,) * 3)
     eager = BackendRun(runs=(reference,) * 3)
-    judgement = judge(Evidence(subject.case, run, reference, eager=eager))
+    judgement = judge(Evidence(subject.case, run, {BASE: reference}, eager=Twin(eager)))
     return Rerun(judgement, run, eager, reference, ())
 
 

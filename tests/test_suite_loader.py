@@ -42,7 +42,7 @@ def test_good_suite_loads_with_defaults(write_suite):
         BackendTarget("ort-web", "jsep", version="1.30.0"),
         BackendTarget("ort-web", "jspi", version="1.30.0"),
     )
-    assert suite.capture == (False, True)
+    assert suite.capture == ("eager", "capture")
     assert suite.tolerance == Tolerance(1e-3, 1e-5)
     assert [layout.label for layout in suite.layouts] == ["default"]
     assert suite.models[0].encoder.heads == 4 and suite.models[0].encoder.layers == 2
@@ -63,14 +63,14 @@ def test_schema_errors_name_line_and_column(write_suite):
         capture: always
         """)
     assert problems(path) == [
-        f"{path}:4:5: unknown key 'hiden'; expected one of activation, builtin, eps, ffn, heads, "
-        "hidden, inputs, layers, max_positions, path, seed, shapes, style, vocab",
+        f"{path}:4:5: unknown key 'hiden'; expected one of activation, buffers, builtin, eps, ffn, "
+        "graphs, heads, hidden, inputs, layers, max_positions, path, seed, shapes, style, vocab",
         f"{path}:5:13: 'two' is not of type 'integer'; expected a value of type integer",
         f"{path}:7:13: 0 is less than the minimum of 1; expected a number >= 1",
         f'{path}:10:13: "wasm" is not valid here; expected ort-web builds: jsep (JavaScript EP), '
         "webgpu (C++ EP, asyncify), jspi (C++ EP, JSPI); a list expands.",
-        f'{path}:11:10: "always" is not valid here; expected Modes to run: eager, capture; '
-        "default both.",
+        f'{path}:11:10: "always" is not valid here; expected Modes to run: dynamic (eager with no '
+        "dim pinned), eager, capture; default eager and capture.",
     ]
 
 
@@ -311,4 +311,28 @@ def test_an_empty_shape_does_not_pin_symbolic_dims(write_suite):
     assert problems(path) == [
         f"{path}:3:10: symbolic dim batch, sequence of model 'enc' is left unpinned; "
         "expected a value for every symbolic dim"
+    ]
+
+
+def test_buffer_modes_graphs_and_modes_are_checked(write_suite):
+    path = write_suite("""
+        buffers: {inputs: reuse}
+        models:
+          enc: {builtin: encoder, graphs: 0, buffers: {}}
+        shapes:
+          - {batch: 1, sequence: 8}
+        backends: [wgpu]
+        capture: [dynamic, replay]
+        cases:
+          - match: {graphs: "2"}
+            buffers: {outputs: fresh, keep: true}
+        """)
+    assert problems(path) == [
+        f'{path}:1:19: "reuse" is not allowed here; expected one of rewrite, fresh',
+        f"{path}:3:35: 0 is less than the minimum of 1; expected a number >= 1",
+        f"{path}:3:47: {{}} should be non-empty; expected How a capture case hands its inputs "
+        "and outputs to the backend, run after run (on a suite, a model or a `cases:` rule; the "
+        "most specific wins, key by key). Every run gets new inputs either way.",
+        f'{path}:7:20: "replay" is not allowed here; expected one of dynamic, eager, capture',
+        f"{path}:10:31: unknown key 'keep'; expected one of inputs, outputs",
     ]

@@ -19,6 +19,8 @@ from runner.backends.wgpu.backend import WgpuBackend
 from runner.backends.wgpu.faults import (
     CAPTURE_FALLS_BACK_TO_EAGER,
     FAULTS,
+    GRAPHS_SHARE_INPUTS,
+    INPUT_SNAPSHOT_AT_CAPTURE,
     RACY_REPLAY,
     REVERSED_SUM,
     ROW_MEAN_SKIPS_FIRST,
@@ -29,9 +31,10 @@ from runner.backends.wgpu.faults import (
 from runner.backends.wgpu.kernels.matmul import matmul_kernel
 from runner.backends.wgpu.kernels.rows import layer_norm_kernel, softmax_kernel
 from runner.compare import compare_outputs, worst
-from runner.judge import Evidence, judge
+from runner.judge import Evidence, Twin, judge
 from runner.oracle import compute_reference
 from runner.suite.spec import Layout, Tolerance
+from runner.workload import materialize
 from tests.test_wgpu_backend import encoder_case
 from tests.test_wgpu_kernels import open_wgpu
 
@@ -44,7 +47,10 @@ EXPECTED = {
     CAPTURE_FALLS_BACK_TO_EAGER: ({"pass"}, {"capture-not-engaged"}),
     RACY_REPLAY: ({"pass"}, {"nondeterministic"}),
     STALE_INPUT_BINDING: ({"pass"}, {"capture-mismatch"}),
+    INPUT_SNAPSHOT_AT_CAPTURE: ({"pass"}, {"stale-input", "capture-mismatch"}),
+    GRAPHS_SHARE_INPUTS: ({"pass"}, {"wrong-graph", "capture-mismatch"}),
 }
+GRAPHS = {GRAPHS_SHARE_INPUTS: 2}  # graphs a fault's cell records (one otherwise)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,25 +59,29 @@ class Cell:
 
     eager: BackendRun
     capture: BackendRun
-    reference: dict[str, np.ndarray]
+    reference: dict[str, np.ndarray]  # for the last run's inputs
     eager_verdicts: frozenset[str]
     capture_verdicts: frozenset[str]
 
 
 def run_cell(backend: WgpuBackend, style: str, faults: frozenset[str] = frozenset()) -> Cell:
+    """The cell eager then capture, three rounds of new inputs (graphs as the fault needs)."""
     runs, evidence = {}, {}
+    graphs = max((GRAPHS.get(fault, 1) for fault in faults), default=1)
     for capture in (False, True):
-        case, workload = encoder_case(style, Layout("default"), capture)
-        case = dataclasses.replace(case, inject=faults)
-        reference = compute_reference(workload)
+        case, _ = encoder_case(style, Layout("default"), capture)
+        case = dataclasses.replace(case, inject=faults, graphs=graphs)
+        workload = materialize(case, runs=3)
+        references = {v: compute_reference(workload, v) for v in workload.all_variants()}
         runs[capture] = backend.run(case, workload)
         assert runs[capture].status == "ok", runs[capture].message
-        twin = runs[False] if capture else None
-        evidence[capture] = Evidence(case, runs[capture], reference, eager=twin)
+        feeds = workload.feeds(3)
+        twin = Twin(runs[False], feeds) if capture else None
+        evidence[capture] = Evidence(case, runs[capture], references, feeds=feeds, eager=twin)
     return Cell(
         runs[False],
         runs[True],
-        reference,
+        references[feeds[-1].variant],
         judge(evidence[False]).verdicts,
         judge(evidence[True]).verdicts,
     )
@@ -155,6 +165,32 @@ def test_stale_input_binding_is_a_capture_mismatch(backend, style):
         b.buffer for d in cell.capture.trace.dispatches for b in d.bindings if b.role == "input"
     }
     assert inputs and all("capture-input" in buffer for buffer in inputs)  # the trace shows it
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_input_snapshot_at_capture_replays_the_recording_runs_inputs(backend, style):
+    cell = run_cell(backend, style, frozenset({INPUT_SNAPSHOT_AT_CAPTURE}))
+    assert (cell.eager_verdicts, cell.capture_verdicts) == EXPECTED[INPUT_SNAPSHOT_AT_CAPTURE]
+    first, *replays = cell.capture.runs
+    assert all(np.array_equal(first[k], r[k]) for r in replays for k in first)  # all run 1's
+    assert max_abs(cell.eager.runs[0], first) == 0  # the recording run itself is right
+    assert cell.capture.trace.replay_bind_groups_created == 0
+
+
+def test_graphs_record_apart_and_sharing_inputs_returns_the_first_graphs_result(backend):
+    clean = run_cell(backend, "compact", frozenset())  # graphs: 1
+    two = dataclasses.replace(encoder_case("compact", Layout("default"), True)[0], graphs=2)
+    workload = materialize(two, runs=3)
+    run = backend.run(two, workload)
+    assert run.status == "ok" and len(run.runs) == 6 and run.details["graphs"] == 2
+    assert run.trace.replay_bind_groups_created == 0  # graph 1's first run records, no replay
+    for outputs, feed in zip(run.runs, workload.feeds(3), strict=True):
+        assert max_abs(outputs, compute_reference(workload, feed.variant)) < 1e-4
+    crossed = run_cell(backend, "compact", frozenset({GRAPHS_SHARE_INPUTS}))
+    assert crossed.capture_verdicts == EXPECTED[GRAPHS_SHARE_INPUTS][1]
+    runs = crossed.capture.runs  # g0, g1, g0, g1, ...: graph 1 returns graph 0's result
+    assert all(max_abs(runs[i + 1], runs[i]) == 0 for i in range(0, 6, 2))
+    assert clean.capture_verdicts == {"pass"}
 
 
 @pytest.mark.parametrize("fault", sorted(EXPECTED))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -22,9 +23,9 @@ from runner.suite.spec import (
     Suite,
     Tolerance,
 )
-from runner.workload import materialize
+from runner.workload import Feed, input_schedule, materialize
 from runner.workload.encoder import build_encoder
-from runner.workload.inputs import make_inputs
+from runner.workload.inputs import BASE, make_inputs, vary_given
 from runner.workload.variants import apply_layout
 
 WGPU_OPS = {
@@ -419,6 +420,53 @@ def test_materialize_path_model(tmp_path: Path):
 
     onnx.save(build_encoder(EncoderParams(style="exported", layers=1)), str(path))
     assert materialize(make_case(spec, Layout("eps", values=(("eps", 1e-2),)))).key != eps.key
+
+
+def test_the_input_schedule_gives_new_inputs_each_round_and_repeats_the_last():
+    assert input_schedule(1) == (Feed(0, BASE),)
+    assert [f.variant for f in input_schedule(2)] == [BASE, (0, 1)]
+    assert [f.variant for f in input_schedule(4)] == [BASE, (0, 1), (0, 2), (0, 2)]
+    assert input_schedule(3, graphs=2) == (
+        Feed(0, BASE), Feed(1, (1, 0)),  # every graph has inputs of its own
+        Feed(0, (0, 1)), Feed(1, (1, 1)),
+        Feed(0, (0, 1)), Feed(1, (1, 1)),  # the determinism check's repeat
+    )  # fmt: skip
+
+
+def test_every_run_draws_new_inputs_within_the_specs():
+    spec = ModelSpec(
+        "bert",
+        builtin="encoder",
+        encoder=EXPORTED,
+        inputs={"input_ids": InputSpec(low=3, high=7), "attention_mask": InputSpec(fill=1)},
+    )
+    case = dataclasses.replace(make_case(spec, Layout("x")), graphs=2)
+    workload = materialize(case, runs=3)
+    assert workload.schedule == input_schedule(3, 2)
+    variants = workload.all_variants()
+    assert set(variants) == {BASE, (0, 1), (1, 0), (1, 1)}
+    np.testing.assert_array_equal(
+        variants[BASE]["input_ids"], materialize(case).inputs["input_ids"]
+    )
+    ids = [v["input_ids"] for v in variants.values()]
+    assert all(3 <= i.min() and i.max() < 7 for i in ids), "token ids stay in their range"
+    assert len({i.tobytes() for i in ids}) == 4, "each run has its own"
+    assert all((v["attention_mask"] == 1).all() for v in variants.values()), "fills stay"
+    again = materialize(case, runs=3)
+    assert again.key == workload.key == materialize(case).key  # the oracle keys variants apart
+    for variant, inputs in variants.items():
+        np.testing.assert_array_equal(inputs["input_ids"], again.inputs_of(variant)["input_ids"])
+
+
+def test_given_data_varies_only_where_it_cannot_break():
+    data = np.arange(12, dtype=np.float32).reshape(3, 4)
+    shuffled = vary_given("x", data, (0, 1))
+    assert sorted(shuffled.ravel()) == sorted(data.ravel()) and not np.array_equal(shuffled, data)
+    np.testing.assert_array_equal(vary_given("x", data, (0, 1)), shuffled)  # deterministic
+    np.testing.assert_array_equal(vary_given("x", data, BASE), data)
+    scales = np.array([1, 1, 2, 2], np.float32)  # Resize scales: rank 1 stays
+    indices = np.array([[0, 2], [1, 0]], np.int64)  # Gather indices: integers stay
+    assert vary_given("s", scales, (0, 1)) is scales and vary_given("i", indices, (0, 1)) is indices
 
 
 def test_importing_workload_loads_no_backend():

@@ -82,7 +82,8 @@ class Dispatch:
 
 @dataclass(frozen=True)
 class Trace:
-    """What the backend asked of WebGPU. ``replay_*`` count only runs after the first."""
+    """What the backend asked of WebGPU. ``replay_*`` count only the runs that replay: under
+    capture, every run but each graph's first, which records."""
 
     dispatches: tuple[Dispatch, ...] = ()  # of the last run
     bind_groups_created: int = 0
@@ -91,6 +92,9 @@ class Trace:
     replay_bind_groups_created: int = 0
     replay_uniform_writes: int = 0
     errors: tuple[str, ...] = ()  # console errors, uncaptured WebGPU errors, device loss
+    # Graphs (gpu_graph_id) whose first run created no bind group: nothing was recorded for
+    # them, so their runs replayed another graph's capture (a build ignoring graph ids).
+    unrecorded_graphs: tuple[int, ...] = ()
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -123,7 +127,9 @@ class BackendRun:
 
 @dataclass(frozen=True)
 class BackendOptions:
-    runs: int = 3  # per case: the first records (under capture), the rest are timed
+    # Rounds per case: the pipeline materializes an input sequence of this many (new inputs each
+    # round, the last repeating the one before); the first records (under capture).
+    runs: int = 3
     timeout_s: float | None = None  # per case; None: the suite's `timeout`
     inject: frozenset[str] = frozenset()  # run-wide faults; the pipeline adds them to Case.inject
     adapter: str | None = None  # wgpu: adapter name or backend type

@@ -48,6 +48,8 @@ VERDICT_CODES = {  # one per runner.verdicts.VERDICTS; the legend lists them in 
     "pass": "✓",
     "skipped": "–",
     "stale-layout": "SL",
+    "wrong-graph": "WG",
+    "stale-input": "SI",
     "capture-not-engaged": "NE",
     "capture-mismatch": "CM",
     "nondeterministic": "ND",

@@ -16,12 +16,13 @@ import numpy as np
 
 from runner.backends import open_backend
 from runner.backends.base import Backend, BackendOptions, BackendRun
-from runner.judge import Evidence, Judgement, judge
+from runner.judge import Evidence, Judgement, Twin, judge
 from runner.matrix import Case
 from runner.oracle import compute_reference
 from runner.repro.cut import exposed
 from runner.repro.subject import Subject
 from runner.workload import Workload
+from runner.workload.inputs import BASE
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,18 @@ def rerun(
         backend.close()
     reference = compute_reference(workload)
     earlier_references = tuple(compute_reference(w) for w in earlier)
-    layouts: dict[str, tuple[str, Mapping[str, np.ndarray]]] = {}
+    # A bundle feeds every run the case's base inputs (no input sequence): one reference each.
+    layouts: dict[str, tuple[str, Mapping]] = {}
     for (case, _), replaced, ref in zip(subject.earlier, earlier, earlier_references, strict=True):
-        layouts.setdefault(replaced.key, (case.layout.label, ref))
+        layouts.setdefault(replaced.key, (case.layout.label, {BASE: ref}))
     layouts.pop(workload.key, None)  # the case's own layout is no earlier one
-    evidence = Evidence(subject.case, run, reference, eager=eager, earlier=tuple(layouts.values()))
+    evidence = Evidence(
+        subject.case,
+        run,
+        {BASE: reference},
+        eager=Twin(eager) if eager else None,
+        earlier=tuple(layouts.values()),
+    )
     return Rerun(judge(evidence), run, eager, reference, earlier_references)
 
 

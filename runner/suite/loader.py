@@ -25,8 +25,10 @@ from runner.errors import InvalidInput, Problem
 from runner.suite.optests import DEFAULT_OPSET, op_test_files, read_op_tests
 from runner.suite.spec import (
     DEFAULT_LAYOUT,
+    MODES,
     STATIC_SHAPE,
     BackendTarget,
+    BufferModes,
     CaseRule,
     EncoderParams,
     Expectation,
@@ -224,7 +226,11 @@ class _Builder:
         shapes = tuple(self.shape(s) for s in data.get("shapes", ()))
         layouts = self.layouts(data.get("layouts"))
         models = tuple(
-            model
+            dataclasses.replace(
+                model,
+                buffers=spec.get("buffers", {}),
+                graphs=spec.get("graphs", 1),
+            )
             for name, spec in data["models"].items()
             for model in (
                 self.op_tests(name, spec)
@@ -252,7 +258,7 @@ class _Builder:
             shapes=shapes,
             layouts=layouts,
             backends=backends,
-            capture=tuple(sorted({mode == "capture" for mode in capture})),
+            capture=tuple(mode for mode in MODES if mode in capture),
             tolerance=Tolerance(**data.get("tolerance", {})),
             cases=tuple(self.case_rule(rule) for rule in data.get("cases", ())),
             include=tuple(data.get("include", ())),
@@ -260,6 +266,7 @@ class _Builder:
             tags=frozenset(data.get("tags", ())),
             description=data.get("description", ""),
             timeout_s=float(data.get("timeout", 120.0)),
+            buffers=BufferModes(**data.get("buffers", {})),
         )
         if not self.problems:
             self.check_new_combinations(suite)
@@ -517,6 +524,8 @@ class _Builder:
             Expectation(expect, rule.get("bug"), rule.get("reason")),
             tolerance,
             frozenset(rule.get("inject", ())),
+            rule.get("buffers", {}),
+            rule.get("graphs"),
         )
 
     def check_matrix_entries(self, models, layouts, backends) -> None:

@@ -124,6 +124,26 @@ class OpTestCase:
     invalid: str | None = None
 
 
+# How a capture case hands its inputs and outputs to the backend, run after run.
+INPUT_BUFFER_MODES = ("rewrite", "fresh")
+OUTPUT_BUFFER_MODES = ("none", "rewrite", "fresh")
+
+
+@dataclass(frozen=True)
+class BufferModes:
+    """A suite's ``buffers:``: ``rewrite`` keeps one GPU buffer per input (per output) and writes
+    each run's data into it, as the #29594 reporter does; ``fresh`` hands a new GPU buffer to
+    every run; outputs ``none`` let the backend allocate them (no pre-allocated outputs)."""
+
+    inputs: str = "rewrite"
+    outputs: str = "none"
+
+    @property
+    def label(self) -> str:
+        """As ``--filter buffers=...`` matches it: ``<inputs>/<outputs>``."""
+        return f"{self.inputs}/{self.outputs}"
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
@@ -134,6 +154,8 @@ class ModelSpec:
     shapes: tuple[Shape, ...] = ()  # empty: the suite's shapes
     op_test: OpTestCase | None = None  # a case of an ORT-web op-test file (`ort_op_tests:`)
     line: int | None = None  # where the model's entry starts in its suite file (JUnit `line`)
+    buffers: Mapping[str, str] = field(default_factory=dict)  # the keys it sets over the suite's
+    graphs: int = 1  # captured graphs per session (`graphs:`), told apart by gpu_graph_id
 
 
 @dataclass(frozen=True)
@@ -168,6 +190,8 @@ class CaseRule:
     expectation: Expectation
     tolerance: Tolerance | None = None
     inject: frozenset[str] = frozenset()  # faults for the matched cases (canaries)
+    buffers: Mapping[str, str] = field(default_factory=dict)  # the keys it sets, e.g. inputs
+    graphs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -178,23 +202,24 @@ class Suite:
     shapes: tuple[Shape, ...]
     layouts: tuple[Layout, ...]
     backends: tuple[BackendTarget, ...]
-    capture: tuple[bool, ...] = (False, True)
+    capture: tuple[str, ...] = ("eager", "capture")  # modes, in MODES order
     tolerance: Tolerance = Tolerance()
     cases: tuple[CaseRule, ...] = ()
     include: tuple[Mapping[str, Any], ...] = ()
     exclude: tuple[Mapping[str, Any], ...] = ()
     tags: frozenset[str] = frozenset()
     description: str = ""
+    buffers: BufferModes = BufferModes()
 
-    def base_cells(self) -> list[tuple[ModelSpec, Shape, Layout, BackendTarget, bool]]:
+    def base_cells(self) -> list[tuple[ModelSpec, Shape, Layout, BackendTarget, str]]:
         """Every combination of the dimensions, less those an `exclude` entry matches."""
         cells = []
         for model in self.models:
             for shape in model.shapes or self.shapes:
                 for backend in self.backends:
                     for layout in self.layouts:
-                        for capture in self.capture:
-                            cell = (model, shape, layout, backend, capture)
+                        for mode in self.capture:
+                            cell = (model, shape, layout, backend, mode)
                             if not any(entry_matches(e, cell_values(*cell)) for e in self.exclude):
                                 cells.append(cell)
         return cells
@@ -202,21 +227,26 @@ class Suite:
     timeout_s: float = 120.0  # per case; `--timeout` overrides
 
 
-def mode_name(capture: bool) -> str:
-    return "capture" if capture else "eager"
+# The modes a case runs in, in the order a cell runs them: `dynamic` (eager with no dims
+# pinned), `eager` (static shapes), `capture` (static shapes, recorded once and replayed).
+MODES = ("dynamic", "eager", "capture")
+
+
+def mode_name(capture: bool, dynamic: bool = False) -> str:
+    return "capture" if capture else "dynamic" if dynamic else "eager"
 
 
 # The matrix dimensions `include` / `exclude` entries name.
 DIMENSIONS = ("model", "shape", "layout", "backend", "capture")
 
 
-def cell_values(model, shape, layout, backend, capture) -> dict[str, Any]:
+def cell_values(model, shape, layout, backend, mode: str) -> dict[str, Any]:
     return {
         "model": model.name,
         "shape": shape.as_dict(),
         "layout": layout.label,
         "backend": backend.id,
-        "capture": mode_name(capture),
+        "capture": mode,
     }
 
 

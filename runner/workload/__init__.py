@@ -1,6 +1,9 @@
 """Materialize a case: the ONNX model variant for its layout and the input tensors.
 
 Backends and the oracle both consume a ``Workload``; neither builds models or inputs itself.
+A workload materialized for a number of runs also holds the input sequence: the schedule of its
+runs (which graph, which inputs) and every run's inputs, so that eager, capture and the oracle
+see the same sequence.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ import dataclasses
 import functools
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -18,19 +21,50 @@ import onnx
 from runner.matrix import Case
 from runner.suite.spec import EncoderParams, InputSpec, Layout
 from runner.workload.encoder import build_encoder
-from runner.workload.inputs import make_inputs
+from runner.workload.inputs import BASE, Variant, make_inputs, vary_given
 from runner.workload.optest import case_inputs, expected_outputs, op_test_model
 from runner.workload.variants import apply_layout
+
+
+@dataclass(frozen=True)
+class Feed:
+    """One run of a case: the graph it runs (its gpu_graph_id) and the inputs it gets."""
+
+    graph: int
+    variant: Variant
+
+
+def input_schedule(runs: int, graphs: int = 1) -> tuple[Feed, ...]:
+    """``runs`` rounds of one run per graph, interleaved. Each graph gets new inputs every round
+    but the last, which repeats the one before it: two replays of one input, which the
+    determinism check needs (the first run records, so three runs test both)."""
+    draws = list(range(runs)) if runs < 3 else [*range(runs - 1), runs - 2]
+    return tuple(Feed(graph, (graph, draw)) for draw in draws for graph in range(graphs))
 
 
 @dataclass(frozen=True)
 class Workload:
     key: str  # content hash of model bytes, shape and inputs: the oracle's cache key
     model: bytes  # serialized ONNX; symbolic dims kept (backends pin them from `shape`)
-    inputs: Mapping[str, np.ndarray]
+    inputs: Mapping[str, np.ndarray]  # the case's own inputs: variant BASE
     output_names: tuple[str, ...]
     shape: Mapping[str, int]  # symbolic dim -> value (ort-web's freeDimensionOverrides)
     uniform_order: tuple[str, ...] = ()  # the layout's field order (wgpu uniform structs)
+    # The input sequence, when materialized for a number of runs: every run's (graph, inputs)
+    # in order, and the inputs of each variant. Empty: every run takes `inputs` in graph 0.
+    schedule: tuple[Feed, ...] = ()
+    variants: Mapping[Variant, Mapping[str, np.ndarray]] = field(default_factory=dict)
+
+    def feeds(self, runs: int) -> tuple[Feed, ...]:
+        """What each run gets: the schedule, or else `runs` runs of `inputs`."""
+        return self.schedule or (Feed(0, BASE),) * max(1, runs)
+
+    def inputs_of(self, variant: Variant) -> Mapping[str, np.ndarray]:
+        return self.variants.get(variant, self.inputs)
+
+    def all_variants(self) -> dict[Variant, Mapping[str, np.ndarray]]:
+        """Every variant the runs use, BASE first (what the oracle computes)."""
+        return {BASE: self.inputs, **self.variants}
 
     @property
     def model_digest(self) -> str:
@@ -48,11 +82,12 @@ class _Variant:
     digest: bytes  # sha256 of `data`
 
 
-def materialize(case: Case) -> Workload:
-    """The model variant for the case's layout and its inputs at the case's shape."""
+def materialize(case: Case, runs: int | None = None) -> Workload:
+    """The model variant for the case's layout and its inputs at the case's shape; with `runs`,
+    the input sequence of that many rounds of its graphs too (``input_schedule``)."""
     spec = case.model
     if spec.op_test is not None:
-        return _op_test_workload(case)
+        return _with_schedule(_op_test_workload(case), runs, case.graphs, _vary_op_test)
     if spec.builtin is not None:
         if spec.builtin != "encoder":
             raise ValueError(f"model {spec.name!r}: unknown builtin {spec.builtin!r}")
@@ -71,7 +106,7 @@ def materialize(case: Case) -> Workload:
         raise ValueError(f"model {spec.name!r} has neither a builtin nor a path")
     shape = case.shape.as_dict()
     inputs = make_inputs(variant.model, specs, shape, seed)
-    return Workload(
+    workload = Workload(
         key=workload_key(variant.digest, shape, inputs),
         model=variant.data,
         inputs=inputs,
@@ -79,6 +114,39 @@ def materialize(case: Case) -> Workload:
         shape=shape,
         uniform_order=case.layout.order,
     )
+    return _with_schedule(
+        workload,
+        runs,
+        case.graphs,
+        lambda _, drawn: make_inputs(variant.model, specs, shape, seed, drawn),
+    )
+
+
+def _with_schedule(workload: Workload, runs, graphs: int, vary) -> Workload:
+    """`workload` with the input sequence of `runs` rounds (none when `runs` is None);
+    ``vary(workload, variant)`` makes one variant's inputs. The key stays the base inputs' (the
+    oracle keys each variant apart: ``variant_key``)."""
+    if runs is None:
+        return workload
+    schedule = input_schedule(runs, graphs)
+    variants = {
+        feed.variant: vary(workload, feed.variant) for feed in schedule if feed.variant != BASE
+    }
+    return dataclasses.replace(workload, schedule=schedule, variants=variants)
+
+
+def variant_key(workload: Workload, variant: Variant) -> str:
+    """The content hash of the workload run on `variant`'s inputs: the base's is its key."""
+    if variant == BASE:
+        return workload.key
+    digest = hashlib.sha256(workload.key.encode())
+    digest.update(repr(variant).encode())
+    digest.update(workload_key(b"", {}, workload.inputs_of(variant)).encode())
+    return digest.hexdigest()
+
+
+def _vary_op_test(workload: Workload, variant: Variant) -> dict[str, np.ndarray]:
+    return {name: vary_given(name, array, variant) for name, array in workload.inputs.items()}
 
 
 def _op_test_workload(case: Case) -> Workload:

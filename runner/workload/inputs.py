@@ -2,6 +2,11 @@
 
 Deterministic: the same model, specs, shape and seed always give the same arrays, so the oracle's
 cache and a case's eager/capture twins see identical inputs.
+
+A case feeds new inputs to every run, as applications do (``vary``): run variant ``(graph, draw)``
+draws each generated input again from the same spec with a seed of its own, so token ids stay in
+their ``range`` and a ``fill`` stays constant; data given as it is (``npy:``, an op test's file)
+is shuffled only where that cannot break it (see ``vary_given``).
 """
 
 from __future__ import annotations
@@ -22,13 +27,20 @@ DEFAULT_FLOAT_RANGE = (-1.0, 1.0)
 DEFAULT_INT_RANGE = (0, 2)
 
 
+# A run's inputs: (graph, draw). (0, 0) is the case's own inputs, which the oracle caches by.
+Variant = tuple[int, int]
+BASE: Variant = (0, 0)
+
+
 def make_inputs(
     model: onnx.ModelProto,
     specs: Mapping[str, InputSpec],
     shape: Mapping[str, int],
     seed: int,
+    variant: Variant = BASE,
 ) -> dict[str, np.ndarray]:
-    """One array per graph input (initializers excluded), in the graph's input order."""
+    """One array per graph input (initializers excluded), in the graph's input order; another
+    `variant` draws every generated input again (npy inputs: ``vary_given``)."""
     graph_inputs = _graph_inputs(model)
     unknown = sorted(set(specs) - {i.name for i in graph_inputs})
     if unknown:
@@ -41,9 +53,23 @@ def make_inputs(
             _static_shape(value, shape),
             _model_dtype(value),
             seed,
+            variant,
         )
         for value in graph_inputs
     }
+
+
+def vary_given(name: str, array: np.ndarray, variant: Variant) -> np.ndarray:
+    """Another run's version of an input given as data (an npy file, an op test's tensor).
+
+    Float tensors of rank 2 or more are data: their elements are shuffled, which keeps every
+    value (so a mask, NaN or infinity stays one). Integers and booleans may be indices, axes or
+    shapes, and rank 0 or 1 floats sizes or scales (Resize, Range): they stay as given.
+    """
+    if variant == BASE or array.dtype.kind != "f" or array.ndim < 2:
+        return array
+    rng = np.random.default_rng([input_seed(0, name), *variant])
+    return rng.permutation(array.ravel()).reshape(array.shape)
 
 
 def input_seed(seed: int, name: str) -> int:
@@ -79,16 +105,22 @@ def _model_dtype(value: onnx.ValueInfoProto) -> np.dtype:
 
 
 def _make_input(
-    name: str, spec: InputSpec, shape: tuple[int, ...], model_dtype: np.dtype, seed: int
+    name: str,
+    spec: InputSpec,
+    shape: tuple[int, ...],
+    model_dtype: np.dtype,
+    seed: int,
+    variant: Variant = BASE,
 ) -> np.ndarray:
     dtype = np.dtype(spec.dtype) if spec.dtype else model_dtype
     if dtype.name not in SUPPORTED_DTYPES:
         raise ValueError(f"input {name!r} has dtype {dtype.name}; supported: {SUPPORTED_DTYPES}")
     if spec.npy is not None:
-        return _load_npy(name, spec, shape, dtype)
+        return vary_given(name, _load_npy(name, spec, shape, dtype), variant)
     if spec.fill is not None:
         return np.full(shape, spec.fill, dtype)
-    rng = np.random.default_rng(spec.seed if spec.seed is not None else input_seed(seed, name))
+    own = spec.seed if spec.seed is not None else input_seed(seed, name)
+    rng = np.random.default_rng(own if variant == BASE else [own, *variant])
     is_float = dtype.kind == "f"
     low, high = DEFAULT_FLOAT_RANGE if is_float else DEFAULT_INT_RANGE
     low = low if spec.low is None else spec.low

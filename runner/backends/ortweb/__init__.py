@@ -47,5 +47,12 @@ DESCRIPTOR = BackendDescriptor(
         "ep-name-as-string": "create sessions with executionProviders ['webgpu'] instead of "
         "[{name: 'webgpu'}]: the C++ EP builds then silently ignore enableGraphCapture, so "
         "every 'replay' rebuilds its bind groups (capture-not-engaged; JSEP takes either form)",
+        "input-snapshot-at-capture": "while a capture session records, a bind group binding one "
+        "of its input GPU buffers gets a copy of that buffer taken then, so every replay computes "
+        "the recording run's inputs again whatever was written since (what the C++ builds do "
+        "with a new input buffer per run; stale-input)",
+        "graphs-share-inputs": "with graphs: N (C++ builds), while a graph after the first "
+        "records, a bind group binding one of its input buffers gets the first graph's buffer "
+        "of that input, so the graph replays the first graph's inputs (wrong-graph)",
     },
 )

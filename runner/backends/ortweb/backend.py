@@ -30,7 +30,7 @@ from runner.backends.ortweb.package import (
 from runner.backends.ortweb.server import AssetServer
 from runner.backends.ortweb.trace import build_trace, call_counts
 from runner.errors import EnvironmentUnusable
-from runner.matrix import Case, mode_name
+from runner.matrix import Case
 from runner.workload import Workload
 
 if TYPE_CHECKING:  # page.py imports playwright: at run time only once _start() found it
@@ -110,7 +110,10 @@ class OrtWebBackend:
         if "shader-f16" not in self.adapter["features"] and _uses_float16(workload):
             message = "float16 model or inputs, and the WebGPU adapter lacks shader-f16"
             return BackendRun(status="skipped", message=message, details=details)
-        spec, registered = self._case_spec(case, workload)
+        try:
+            spec, registered = self._case_spec(case, workload)
+        except ValueError as unknown:  # an output shape pre-allocation needs
+            return BackendRun(status="error", message=str(unknown), details=details)
         try:
             result = page.run(spec, case_timeout(case, self.options), sequence=case.sequence)
         except CaseTimedOut as timeout:
@@ -120,7 +123,7 @@ class OrtWebBackend:
         finally:
             for path in registered:
                 self._server.unregister(path)
-        return _backend_run(result, workload, details)
+        return _backend_run(result, workload, details, case)
 
     def close(self) -> None:
         """Stop pages, browser, Playwright and server; safe to call more than once."""
@@ -202,28 +205,47 @@ class OrtWebBackend:
 
     def _case_spec(self, case: Case, workload: Workload) -> tuple[dict[str, Any], list[str]]:
         """What harness.js needs for a case, and the server paths registered for it."""
+        preallocated = case.capture and case.buffers.outputs != "none"
+        outputs = output_specs(workload) if preallocated else None  # first: it may raise
         model = self._server.register(workload.model)
-        inputs = []
-        for name, array in workload.inputs.items():
-            array = np.asarray(array, order="C")  # keeps 0-d inputs 0-d, unlike ascontiguousarray
-            url = self._server.register(array.tobytes())
-            inputs.append({"name": name, "url": url, "type": array.dtype.name, "dims": array.shape})
+        registered = [model]
+        feeds = workload.feeds(self.options.runs)
+        variants = list(dict.fromkeys(feed.variant for feed in feeds))
+        urls = []
+        for variant in variants:
+            urls.append([])
+            for array in workload.inputs_of(variant).values():
+                array = np.asarray(array, order="C")  # keeps 0-d inputs 0-d (ascontiguousarray not)
+                urls[-1].append(self._server.register(array.tobytes()))
+                registered.append(urls[-1][-1])
         spec = {
             "key": workload.key,
-            "mode": mode_name(case.capture),
+            "mode": case.mode,
             "model": model,
-            "inputs": inputs,
+            "inputs": [
+                {"name": name, "type": array.dtype.name, "dims": np.shape(array)}
+                for name, array in workload.inputs.items()
+            ],
+            "variants": urls,
+            "schedule": [[feed.graph, variants.index(feed.variant)] for feed in feeds],
+            "graphs": case.graphs,
             "outputNames": list(workload.output_names),
-            "freeDimensionOverrides": dict(workload.shape),
-            "runs": max(1, self.options.runs),
+            "buffers": {"inputs": case.buffers.inputs, "outputs": case.buffers.outputs},
             "reuseSession": case.revisit,
             "faults": sorted(case.inject & DESCRIPTOR.faults.keys()),
         }
-        return spec, [model, *(i["url"] for i in inputs)]
+        if not case.dynamic:
+            spec["freeDimensionOverrides"] = dict(workload.shape)
+        if outputs is not None:
+            spec["outputs"] = outputs
+        return spec, registered
 
 
-def _backend_run(result: Mapping[str, Any], workload: Workload, details: dict) -> BackendRun:
-    trace = build_trace(result)
+def _backend_run(
+    result: Mapping[str, Any], workload: Workload, details: dict, case: Case
+) -> BackendRun:
+    feeds = workload.feeds(len(result.get("records") or ()))
+    trace = build_trace(result, [feed.graph for feed in feeds], case.capture)
     details = {**details, "warnings": list(dict.fromkeys(result.get("warnings", ())))}
     if result["status"] != "ok":
         message = result["message"]
@@ -263,6 +285,32 @@ def _timings(timings: Mapping[str, Any], runs: int) -> Timings:
 def _array(output: Mapping[str, Any]) -> np.ndarray:
     data = base64.b64decode(output["data"])
     return np.frombuffer(data, dtype=np.dtype(output["type"])).reshape(output["dims"])
+
+
+def output_specs(workload: Workload) -> list[dict[str, Any]]:
+    """Name, type and static dims of each output, for pre-allocated output buffers: ONNX shape
+    inference on the model with the case's dims pinned. Raises ValueError if it leaves one open."""
+    model = onnx.load_from_string(workload.model)
+    for value in model.graph.input:
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.HasField("dim_param") and dim.dim_param in workload.shape:
+                dim.dim_value = workload.shape[dim.dim_param]
+    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True).graph.output
+    specs = []
+    for value in inferred:
+        if value.name not in workload.output_names:
+            continue
+        dims = [
+            d.dim_value if d.HasField("dim_value") else None
+            for d in value.type.tensor_type.shape.dim
+        ]
+        if not value.type.tensor_type.HasField("shape") or None in dims:
+            raise ValueError(
+                f"pre-allocated outputs: the shape of output {value.name!r} is unknown"
+            )
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)
+        specs.append({"name": value.name, "type": np.dtype(dtype).name, "dims": dims})
+    return specs
 
 
 def _uses_float16(workload: Workload) -> bool:

@@ -89,8 +89,8 @@ class BundlePage:
         if result["status"] == "timeout":
             self.close()
             raise CaseTimedOut(_timed_out(timeout_s, "the page was closed"))
-        if result.get("deviceLost"):
-            self.close()  # the device is gone with its sessions: a fresh page for the next case
+        if result.get("deviceLost") or result.get("aborted"):
+            self.close()  # the device or ORT's wasm is gone: a fresh page for the next case
         return result
 
     def open(self) -> dict[str, Any] | None:

@@ -9,7 +9,7 @@ intermediate (eager inputs and outputs, which ORT uploads and downloads itself, 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from runner.backends.base import Dispatch, SlotBinding, Trace
@@ -33,9 +33,20 @@ def _count(records: Iterable[Mapping[str, Any]], name: str) -> int:
     return sum(record["counts"].get(name, 0) for record in records)
 
 
-def build_trace(result: Mapping[str, Any]) -> Trace:
-    """The Trace of a case that ran: counts over its runs, dispatches of the last run."""
+def build_trace(
+    result: Mapping[str, Any], graphs: Sequence[int] = (), capture: bool = False
+) -> Trace:
+    """The Trace of a case that ran: counts over its runs (``replay_*``: every run but each
+    graph's first, `graphs` being each run's graph), dispatches of the last run. Under capture, a
+    graph whose first run in a new session created no bind group recorded nothing."""
     records = result.get("records") or []
+    graphs = list(graphs) or [0] * len(records)
+    firsts = {graph: graphs.index(graph) for graph in dict.fromkeys(graphs[: len(records)])}
+    replays = [r for i, r in enumerate(records) if i not in firsts.values()]
+    recorded = {g: _count([records[i]], "createBindGroup") > 0 for g, i in firsts.items()}
+    unrecorded = ()
+    if capture and not result.get("reusedSession") and any(recorded.values()):
+        unrecorded = tuple(g for g, made in recorded.items() if not made)
     inputs, outputs = set(result.get("inputBuffers", ())), set(result.get("outputBuffers", ()))
     last = records[-1]["dispatches"] if records else []
     dispatches = tuple(
@@ -55,9 +66,10 @@ def build_trace(result: Mapping[str, Any]) -> Trace:
         bind_groups_created=_count(records, "createBindGroup"),
         uniform_writes=_count(records, "uniformWrites"),
         buffers_created=_count(records, "createBuffer"),
-        replay_bind_groups_created=_count(records[1:], "createBindGroup"),
-        replay_uniform_writes=_count(records[1:], "uniformWrites"),
+        replay_bind_groups_created=_count(replays, "createBindGroup"),
+        replay_uniform_writes=_count(replays, "uniformWrites"),
         errors=tuple(result.get("errors", ())),
+        unrecorded_graphs=unrecorded,
     )
 
 

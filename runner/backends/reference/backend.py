@@ -1,7 +1,8 @@
 """The ``reference`` backend: onnxruntime on the CPU, the oracle's own path.
 
-It has no capture, so both modes run the same way; it exists to check the pipeline end to end
-on any machine, and as a control: it must always pass.
+It has no capture, so eager and capture run the same way (dynamic leaves the symbolic dims
+unpinned); it exists to check the pipeline end to end on any machine, and as a control: it must
+always pass. Each run takes its own inputs from the case's input sequence.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import onnxruntime as ort
 
 from runner.backends.base import BackendOptions, BackendRun, Diagnosis, Timings
 from runner.matrix import Case
-from runner.oracle import compute_reference
+from runner.oracle import cpu_session
 from runner.workload import Workload
 
 
@@ -40,10 +41,15 @@ class ReferenceBackend:
 
     def run(self, case: Case, workload: Workload) -> BackendRun:
         runs, times = [], []
+        names = list(workload.output_names)
         try:
-            for _ in range(max(1, self.options.runs)):
+            start = time.perf_counter()
+            session = cpu_session(workload.model, None if case.dynamic else workload.shape)
+            session_ms = (time.perf_counter() - start) * 1000
+            for feed in workload.feeds(self.options.runs):
                 start = time.perf_counter()
-                runs.append(compute_reference(workload))
+                values = session.run(names, dict(workload.inputs_of(feed.variant)))
+                runs.append(dict(zip(names, values, strict=True)))
                 times.append((time.perf_counter() - start) * 1000)
         except Exception as exc:  # a model onnxruntime rejects is this case's error, not ours
             return BackendRun(status="error", message=f"{type(exc).__name__}: {exc}")
@@ -51,7 +57,10 @@ class ReferenceBackend:
         return BackendRun(
             runs=tuple(runs),
             timings=Timings(
-                first_run_ms=times[0], median_run_ms=statistics.median(later), runs=len(times)
+                session_ms=session_ms,
+                first_run_ms=times[0],
+                median_run_ms=statistics.median(later),
+                runs=len(times),
             ),
         )
 

@@ -17,7 +17,7 @@ import wgpu.backends.wgpu_native
 
 from runner.backends.base import BackendOptions, BackendRun, Timings, Trace, case_timeout
 from runner.backends.wgpu.device import Device, adapter_environment, digest
-from runner.backends.wgpu.executor import Session
+from runner.backends.wgpu.executor import Capture, Session
 from runner.backends.wgpu.faults import CAPTURE_FALLS_BACK_TO_EAGER, Faults
 from runner.backends.wgpu.prepare import prepare
 from runner.backends.wgpu.tensors import DeviceTypeError, UnsupportedOp
@@ -91,24 +91,32 @@ class WgpuBackend:
         session, created = self._session(device, workload, faults)
         session_ms = (time.perf_counter() - began) * 1e3
         deadline = began + case_timeout(case, self.options)
+        # dynamic runs as eager: prepare pins every dim, wgpu has no dynamic-shape path
         use_capture = case.capture and CAPTURE_FALLS_BACK_TO_EAGER not in faults
-        capture, recorded, after_first = None, False, start
-        runs, times = [], []
-        for index in range(max(1, self.options.runs)):
+        captures: dict[int, tuple[Capture, bool]] = {}  # graph -> (capture, recorded here)
+        feeds, seen = workload.feeds(self.options.runs), set()
+        runs, times, replayed = [], [], [0, 0, 0]
+        for index, feed in enumerate(feeds):
+            inputs = workload.inputs_of(feed.variant)
+            before = device.counters.snapshot()
             began_run = time.perf_counter()
+            records = feed.graph not in seen
+            seen.add(feed.graph)
             if use_capture:
-                if capture is None:
-                    capture, recorded = session.capture(faults)
-                outputs, dispatches = session.replay(capture, workload.inputs, index)
+                if records:
+                    captures[feed.graph] = session.capture(faults, feed.graph, inputs)
+                capture = captures[feed.graph][0]
+                outputs, dispatches = session.replay(capture, inputs, index, case.buffers)
             else:
-                outputs, dispatches = session.run_eager(workload.inputs)
+                outputs, dispatches = session.run_eager(inputs)
             times.append((time.perf_counter() - began_run) * 1e3)
             runs.append(outputs)
-            if index == 0:
-                after_first = device.counters.snapshot()
+            if not records:  # a graph's first run records; the rest replay
+                after = device.counters.snapshot()
+                replayed = [r + a - b for r, a, b in zip(replayed, after, before, strict=True)]
             if time.perf_counter() > deadline:
                 break
-        timed_out = len(runs) < max(1, self.options.runs)
+        timed_out = len(runs) < len(feeds)
         timings = Timings(
             session_ms=session_ms,
             first_run_ms=times[0],
@@ -121,8 +129,13 @@ class WgpuBackend:
             "session_created": created,
             "dispatches": len(session.plan.steps),
         }
-        if capture is not None:
+        if use_capture:
+            capture, recorded = captures[0]
             details["capture"] = {"key": capture.key, "recorded": recorded}
+        if case.graphs > 1:
+            details["graphs"] = case.graphs
+        if case.dynamic:
+            details["dynamic"] = "run as eager: wgpu pins every dim (no dynamic-shape path)"
         if faults.names:
             details["faults"] = sorted(faults.names)
         return BackendRun(
@@ -130,6 +143,6 @@ class WgpuBackend:
             runs=tuple(runs),
             message=f"stopped after {len(runs)} runs: over the time limit" if timed_out else "",
             timings=timings,
-            trace=case_trace(dispatches, start, after_first, device.counters.snapshot(), errors),
+            trace=case_trace(dispatches, start, device.counters.snapshot(), replayed, errors),
             details=details,
         )

@@ -3,15 +3,22 @@
 Eager: every run writes the inputs, creates each dispatch's uniform buffer (written once) and
 bind group afresh, encodes the dispatches, submits, and reads the outputs.
 
-Capture: the first run of a capture case looks up the session's capture key in the device's
-capture cache; on a miss it records the dispatch list (pipeline, bind group, workgroup counts
-per step), each bind group with its uniform buffer taken from the device's bind-group cache
-under a complete signature: program key (kernel, element types, rank, uniform field order),
-uniform bytes, and the identities of the bound buffers. Every run then replays the capture:
-it writes the inputs into the capture's input buffers, encodes the recorded list into one
-command buffer, and reads the capture's output buffers. No bind group is created and no
+Capture: the first run of each graph of a capture case looks up the session's capture key in
+the device's capture cache; on a miss it records the dispatch list (pipeline, bind group,
+workgroup counts per step), each bind group with its uniform buffer taken from the device's
+bind-group cache under a complete signature: program key (kernel, element types, rank, uniform
+field order), uniform bytes, and the identities of the bound buffers. Every run then replays the
+capture: it writes the run's inputs into the capture's input buffers, encodes the recorded list
+into one command buffer, and reads the capture's output buffers. No bind group is created and no
 uniform written after recording. The capture key is a digest of the IO shapes, the uniform
 order and every step's signature, so any change of layout, constant or buffer records anew.
+
+Graphs (``graphs: N``): graph 0 records on the session's own input and output buffers, every
+later graph on input and output buffers of its own (intermediates are shared: graphs run one
+after another), so each replays on its own IO, as the C++ WebGPU EP keeps a graph per
+gpu_graph_id. Buffer modes (``buffers:``): with ``fresh`` inputs each run writes a new buffer
+and the replay copies it into the buffers it recorded with; with ``fresh`` outputs the replay
+copies its outputs into a new buffer, which is read. So this executor is correct in every mode.
 
 Faults (``faults.FAULTS``): ``shape-only-capture-cache`` (the seed's bug) looks captures up by
 the IO shapes alone, finding the first clean capture recorded for those shapes; so a later
@@ -19,7 +26,9 @@ layout with the same shapes replays an earlier layout's capture, with that layou
 and uniforms, and silently returns the earlier layout's result. ``racy-replay`` records a second
 command list whose MatMuls sum in the opposite order, and replays alternate between the two.
 ``stale-input-binding`` records against input buffers of the capture's own, which replays never
-write. Both record under a capture key that includes them, so no clean case finds their capture.
+write; ``input-snapshot-at-capture`` against buffers holding a copy of the recording run's
+inputs; ``graphs-share-inputs`` binds graph 0's input buffers in every later graph. All record
+under a capture key that includes them, so no clean case finds their capture.
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ import wgpu
 from runner.backends.base import Dispatch
 from runner.backends.wgpu.device import Buffer, Device, digest
 from runner.backends.wgpu.faults import (
+    GRAPHS_SHARE_INPUTS,
+    INPUT_SNAPSHOT_AT_CAPTURE,
     RACY_REPLAY,
     REVERSED_SUM,
     SHAPE_ONLY_CAPTURE_CACHE,
@@ -44,6 +55,7 @@ from runner.backends.wgpu.prepare import Plan, Step
 from runner.backends.wgpu.tensors import Tensor, from_device, to_device
 from runner.backends.wgpu.trace import dispatch_record
 from runner.backends.wgpu.uniforms import UNIFORM_SLOT
+from runner.suite.spec import BufferModes
 
 Command = tuple[wgpu.GPUComputePipeline, wgpu.GPUBindGroup, tuple[int, int, int]]
 
@@ -79,6 +91,8 @@ class Session:
             if data.size:
                 device.device.queue.write_buffer(self.buffers[name].gpu, 0, data)
         self.pipelines = [device.pipeline(step.program) for step in plan.steps]
+        # graph -> its own buffers for the storage of graph inputs and outputs (graph 0: none)
+        self.graph_io: dict[int, dict[str, Buffer]] = {}
 
     def io_shapes(self) -> tuple:
         tensors = self.plan.tensors
@@ -98,34 +112,76 @@ class Session:
         self._submit(commands)
         return self._read(self._outputs()), tuple(dispatches)
 
-    def capture(self, faults: Faults) -> tuple[Capture, bool]:
-        """The capture for this session's key, and whether this call recorded it."""
-        if SHAPE_ONLY_CAPTURE_CACHE in faults and self.io_shapes() in self.device.captures_by_shape:
+    def capture(
+        self, faults: Faults, graph: int = 0, inputs: Mapping[str, np.ndarray] | None = None
+    ) -> tuple[Capture, bool]:
+        """The capture of `graph` for this session's key, and whether this call recorded it;
+        `inputs` are the recording run's (``input-snapshot-at-capture`` copies them)."""
+        if (
+            graph == 0
+            and SHAPE_ONLY_CAPTURE_CACHE in faults
+            and self.io_shapes() in self.device.captures_by_shape
+        ):
             return self.device.captures_by_shape[self.io_shapes()], False
-        key = self._capture_key(faults.in_recording)
+        key = self._capture_key(faults.in_recording, graph)
         if key in self.device.captures:
             return self.device.captures[key], False
-        bound = self._stale_inputs() if STALE_INPUT_BINDING in faults else self._bound
+
+        def bound(step: Step) -> list[Buffer]:
+            return self._bound(step, graph)
+
+        if STALE_INPUT_BINDING in faults:
+            bound = self._rebound(bound, self._spare_inputs(graph))
+        if INPUT_SNAPSHOT_AT_CAPTURE in faults:
+            bound = self._rebound(bound, self._spare_inputs(graph, inputs))
+        if GRAPHS_SHARE_INPUTS in faults and graph:
+            first = zip(self._input_buffers(graph), self._input_buffers(0), strict=True)
+            bound = self._rebound(bound, {own.identity: other for own, other in first})
         programs = [step.program for step in self.plan.steps]
         recordings = [self._recording(programs, bound)]
         if RACY_REPLAY in faults:
             order = self.plan.uniform_order
             reversed_sums = [compose(REVERSED_SUM(p.kernel), order) for p in programs]
             recordings.append(self._recording(reversed_sums, bound))
-        capture = Capture(key, tuple(recordings), tuple(self._input_buffers()), self._outputs())
+        capture = Capture(
+            key, tuple(recordings), tuple(self._input_buffers(graph)), self._outputs(graph)
+        )
         self.device.captures[key] = capture
-        if faults.shares_captures_by_shape:
+        if graph == 0 and faults.shares_captures_by_shape:
             self.device.captures_by_shape.setdefault(self.io_shapes(), capture)
         return capture, True
 
     def replay(
-        self, capture: Capture, inputs: Mapping[str, np.ndarray], run: int = 0
+        self,
+        capture: Capture,
+        inputs: Mapping[str, np.ndarray],
+        run: int = 0,
+        buffers: BufferModes | None = None,
     ) -> tuple[dict, tuple[Dispatch, ...]]:
-        """Run ``run`` of a capture case: no bind group created, no uniform written."""
+        """Run ``run`` of a capture case: no bind group created, no uniform written. A fresh
+        buffer per run (`buffers`) is copied into, or out of, the buffers the capture binds."""
         recording = capture.recordings[run % len(capture.recordings)]
-        self._write(capture.inputs, inputs)
-        self._submit(recording.commands)
-        return self._read(capture.outputs), recording.dispatches
+        buffers = buffers or BufferModes()
+        copies_in = copies_out = ()
+        if buffers.inputs == "fresh":
+            fresh = [
+                self.device.buffer(b.gpu.size, f"s{self.number}/run-input") for b in capture.inputs
+            ]
+            self._write(fresh, inputs)
+            copies_in = tuple(zip(fresh, capture.inputs, strict=True))
+        else:
+            self._write(capture.inputs, inputs)
+        outputs = capture.outputs
+        if buffers.outputs == "fresh":
+            outputs = tuple(
+                (self.device.buffer(b.gpu.size, f"s{self.number}/run-output"), tensor)
+                for b, tensor in capture.outputs
+            )
+            copies_out = tuple(
+                (b, f) for (b, _), (f, _) in zip(capture.outputs, outputs, strict=True)
+            )
+        self._submit(recording.commands, copies_in, copies_out)
+        return self._read(outputs), recording.dispatches
 
     def _recording(
         self, programs: Sequence[Program], bound: Callable[[Step], list[Buffer]]
@@ -145,24 +201,50 @@ class Session:
             dispatches.append(self._record(step, program, tensors, uniform))
         return Recording(tuple(commands), tuple(dispatches))
 
-    def _stale_inputs(self) -> Callable[[Step], list[Buffer]]:
-        """Binds each graph input to a new buffer of the capture's own, which nothing writes."""
-        stale = {
-            b.identity: self.device.buffer(b.gpu.size, f"s{self.number}/capture-input")
-            for b in self._input_buffers()
-        }
-        return lambda step: [stale.get(b.identity, b) for b in self._bound(step)]
+    def _spare_inputs(
+        self, graph: int, inputs: Mapping[str, np.ndarray] | None = None
+    ) -> dict[str, Buffer]:
+        """A new buffer for each of the graph's inputs, holding `inputs` (else nothing written),
+        by the identity of the buffer it stands in for."""
+        own = self._input_buffers(graph)
+        spare = [self.device.buffer(b.gpu.size, f"s{self.number}/capture-input") for b in own]
+        if inputs is not None:
+            self._write(spare, inputs)
+        return {b.identity: s for b, s in zip(own, spare, strict=True)}
 
-    def _capture_key(self, faults: tuple[str, ...]) -> str:
+    @staticmethod
+    def _rebound(
+        bound: Callable[[Step], list[Buffer]], instead: Mapping[str, Buffer]
+    ) -> Callable[[Step], list[Buffer]]:
+        """`bound`, with the buffers `instead` names replaced."""
+        return lambda step: [instead.get(b.identity, b) for b in bound(step)]
+
+    def _capture_key(self, faults: tuple[str, ...], graph: int = 0) -> str:
         steps = [
-            (s.program.key, s.uniform, [b.identity for b in self._bound(s)], s.workgroups)
+            (s.program.key, s.uniform, [b.identity for b in self._bound(s, graph)], s.workgroups)
             for s in self.plan.steps
         ]
-        io = [b.identity for b in self._input_buffers()] + [b.identity for b, _ in self._outputs()]
+        io = [b.identity for b in self._input_buffers(graph)]
+        io += [b.identity for b, _ in self._outputs(graph)]
         return digest(self.io_shapes(), self.plan.uniform_order, steps, io, faults)
 
-    def _bound(self, step: Step) -> list[Buffer]:
-        return [self.buffers[name] for name in (*step.inputs, step.output)]
+    def _graph_buffers(self, graph: int) -> dict[str, Buffer]:
+        """The buffers graph `graph` has of its own for graph inputs and outputs."""
+        if graph and graph not in self.graph_io:
+            names = {self.plan.storage[n] for n in (*self.plan.inputs, *self.plan.outputs)}
+            self.graph_io[graph] = {
+                name: self.device.buffer(
+                    self.buffers[name].gpu.size, f"s{self.number}/g{graph}/{name}"
+                )
+                for name in sorted(names)
+            }
+        return self.graph_io.get(graph, {})
+
+    def _buffer(self, name: str, graph: int = 0) -> Buffer:
+        return self._graph_buffers(graph).get(name) or self.buffers[name]
+
+    def _bound(self, step: Step, graph: int = 0) -> list[Buffer]:
+        return [self._buffer(name, graph) for name in (*step.inputs, step.output)]
 
     def _record(
         self, step: Step, program: Program, bound: Sequence[Buffer], uniform: Buffer
@@ -174,12 +256,12 @@ class Session:
             step.node, program.key, tensors, uniform.identity, UNIFORM_SLOT, step.workgroups
         )
 
-    def _input_buffers(self) -> list[Buffer]:
-        return [self.buffers[self.plan.storage[name]] for name in self.plan.inputs]
+    def _input_buffers(self, graph: int = 0) -> list[Buffer]:
+        return [self._buffer(self.plan.storage[name], graph) for name in self.plan.inputs]
 
-    def _outputs(self) -> tuple[tuple[Buffer, Tensor], ...]:
+    def _outputs(self, graph: int = 0) -> tuple[tuple[Buffer, Tensor], ...]:
         return tuple(
-            (self.buffers[self.plan.storage[name]], self.plan.tensors[name])
+            (self._buffer(self.plan.storage[name], graph), self.plan.tensors[name])
             for name in self.plan.outputs
         )
 
@@ -189,14 +271,24 @@ class Session:
             if data.size:
                 self.device.device.queue.write_buffer(buffer.gpu, 0, data)
 
-    def _submit(self, commands: Sequence[Command]) -> None:
+    def _submit(
+        self,
+        commands: Sequence[Command],
+        copies_in: Sequence[tuple[Buffer, Buffer]] = (),
+        copies_out: Sequence[tuple[Buffer, Buffer]] = (),
+    ) -> None:
+        """One command buffer: `copies_in` (source, destination), the dispatches, `copies_out`."""
         encoder = self.device.device.create_command_encoder()
+        for source, target in copies_in:
+            encoder.copy_buffer_to_buffer(source.gpu, 0, target.gpu, 0, source.gpu.size)
         compute = encoder.begin_compute_pass()
         for pipeline, bind_group, groups in commands:
             compute.set_pipeline(pipeline)
             compute.set_bind_group(0, bind_group)
             compute.dispatch_workgroups(*groups)
         compute.end()
+        for source, target in copies_out:
+            encoder.copy_buffer_to_buffer(source.gpu, 0, target.gpu, 0, source.gpu.size)
         self.device.device.queue.submit([encoder.finish()])
 
     def _read(self, outputs: Sequence[tuple[Buffer, Tensor]]) -> dict[str, np.ndarray]:

@@ -22,6 +22,8 @@ ROW_MEAN_SKIPS_FIRST = "row-mean-skips-first"
 CAPTURE_FALLS_BACK_TO_EAGER = "capture-falls-back-to-eager"
 RACY_REPLAY = "racy-replay"
 STALE_INPUT_BINDING = "stale-input-binding"
+INPUT_SNAPSHOT_AT_CAPTURE = "input-snapshot-at-capture"
+GRAPHS_SHARE_INPUTS = "graphs-share-inputs"
 
 FAULTS: dict[str, str] = {
     SHAPE_ONLY_CAPTURE_CACHE: "key the capture cache by input/output shapes alone, so a "
@@ -39,6 +41,13 @@ FAULTS: dict[str, str] = {
     STALE_INPUT_BINDING: "the capture binds input buffers of its own while replays upload the "
     "inputs into the session's, so every replay reads inputs never written (zeros): wrong "
     "and deterministic, on the capture path only (capture-mismatch; cf. onnxruntime#28325)",
+    INPUT_SNAPSHOT_AT_CAPTURE: "the capture binds a copy of the inputs taken while it records, "
+    "so every replay computes the recording run's inputs again, whatever was written since: "
+    "plausible, deterministic, the output of an earlier run (stale-input; what onnxruntime-web's "
+    "C++ builds do with a new input buffer per run)",
+    GRAPHS_SHARE_INPUTS: "with graphs: N, a graph recorded after the first binds the first "
+    "graph's input buffers in place of its own, so its replays return the first graph's result "
+    "(wrong-graph)",
 }
 
 
@@ -102,7 +111,13 @@ class Faults:
     @property
     def in_recording(self) -> tuple[str, ...]:
         """Those that change what a capture records: part of the capture key."""
-        return tuple(sorted(self.names & {RACY_REPLAY, STALE_INPUT_BINDING}))
+        recording = {
+            RACY_REPLAY,
+            STALE_INPUT_BINDING,
+            INPUT_SNAPSHOT_AT_CAPTURE,
+            GRAPHS_SHARE_INPUTS,
+        }
+        return tuple(sorted(self.names & recording))
 
     @property
     def shares_captures_by_shape(self) -> bool:

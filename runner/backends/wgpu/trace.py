@@ -1,9 +1,9 @@
 """The binding trace: what each dispatch bound, and how many WebGPU objects a case created.
 
 Counts come from ``Device.counters`` snapshots around the runs of one case; ``replay_*`` are
-the counts after the first run, which under capture must stay 0 (a replay that creates bind
-groups or writes uniforms is not a replay). Errors wgpu logs without raising (lost device,
-uncaptured validation errors) are collected while a case runs.
+the counts of the runs after each graph's first, which under capture must stay 0 (a replay that
+creates bind groups or writes uniforms is not a replay). Errors wgpu logs without raising (lost
+device, uncaptured validation errors) are collected while a case runs.
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ def dispatch_record(
 def case_trace(
     dispatches: Sequence[Dispatch],
     start: tuple[int, int, int],
-    after_first: tuple[int, int, int],
     end: tuple[int, int, int],
+    replay: Sequence[int],
     errors: Sequence[str] = (),
 ) -> Trace:
-    """A Trace from counter snapshots (bind groups, uniform writes, buffers)."""
+    """A Trace from counter snapshots (bind groups, uniform writes, buffers) around the case,
+    and the counts of its replays."""
     total = [e - s for e, s in zip(end, start, strict=True)]
-    replay = [e - f for e, f in zip(end, after_first, strict=True)]
     return Trace(
         dispatches=tuple(dispatches),
         bind_groups_created=total[0],

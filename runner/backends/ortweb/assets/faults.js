@@ -9,17 +9,30 @@
 // LayerNormalization's epsilon): silent and deterministic. What is bound is a copy of the earlier
 // uniform's bytes as they were when that bind group was made: JSEP reuses a uniform buffer for
 // later dispatches and sessions (measured), so the live buffer may hold anything by then.
+//
+// input-snapshot-at-capture: while a capture session records, a bind group that binds one of the
+// session's input buffers (every build binds the application's GPU buffer itself, measured) gets
+// a copy of that buffer taken then instead, so every replay computes the recording run's inputs
+// again whatever the application wrote since: what the C++ builds do with a new input buffer per
+// run (stale-input).
+//
+// graphs-share-inputs: while a capture session records a graph other than its first
+// (gpu_graph_id), a bind group that binds one of that graph's input buffers gets the first
+// graph's buffer of the same input instead, so the graph replays on the first graph's inputs
+// and returns its result (wrong-graph).
 (() => {
   const STALE_UNIFORM_BINDING = 'stale-uniform-binding';
+  const INPUT_SNAPSHOT_AT_CAPTURE = 'input-snapshot-at-capture';
+  const GRAPHS_SHARE_INPUTS = 'graphs-share-inputs';
   const UNIFORM = 0x40; // GPUBufferUsage.UNIFORM
 
   // session name -> {uniforms: Map(`${program}#${occurrence}/${slot}` -> {bytes}), copies}, in
   // the order the captures recorded: the earliest alive capture is where a stale entry comes from.
   const captured = new Map();
   let recording = null; // the capture session recording now (see beginRecording)
-  // Which run records: the C++ EP captures the first run; JSEP runs one regular run first and
-  // captures the second. So recording spans two runs and keeps the last that made bind groups.
-  const RECORDING_RUNS = 2;
+  // input buffer -> {session, graph, slot, first graph}, as the harness made them (`inputs`)
+  const inputOf = new WeakMap();
+  const graphInputs = new Map(); // session -> Map(graph -> the graph's first input buffers)
 
   // A program is its compiled pipeline: ORT caches pipelines by program key (name, shapes,
   // attributes baked into the shader), so two sessions of one model share them, while a label
@@ -92,7 +105,57 @@
     return {buffer, offset: 0, size: bytes.length};
   };
 
+  /** A copy of `buffer` as it holds now (queued after every write before it), made once. */
+  const snapshot = (device, buffer) => {
+    if (!recording.snapshots.has(buffer)) {
+      const copy = device.createBuffer({
+        size: buffer.size,
+        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
+      });
+      const encoder = device.createCommandEncoder();
+      encoder.copyBufferToBuffer(buffer, 0, copy, 0, buffer.size);
+      device.queue.submit([encoder.finish()]);
+      recording.copies.push(copy);
+      recording.snapshots.set(buffer, copy);
+    }
+    return recording.snapshots.get(buffer);
+  };
+
+  /** What an input buffer of the recording session is bound as, under the input faults. */
+  const inputStandIn = (device, buffer) => {
+    const input = inputOf.get(buffer);
+    if (!input || input.session !== recording.session) {
+      return null;
+    }
+    if (recording.faults.has(GRAPHS_SHARE_INPUTS) && input.graph !== input.first) {
+      return graphInputs.get(input.session).get(input.first)[input.slot];
+    }
+    if (recording.faults.has(INPUT_SNAPSHOT_AT_CAPTURE)) {
+      return snapshot(device, buffer);
+    }
+    return null;
+  };
+
+  const rewriteInputs = (device, descriptor) => {
+    let swapped = false;
+    const entries = (descriptor.entries || []).map((entry) => {
+      const resource = entry.resource;
+      const buffer = resource instanceof GPUBuffer ? resource : resource && resource.buffer;
+      const standIn = buffer instanceof GPUBuffer && inputStandIn(device, buffer);
+      if (!standIn) {
+        return entry;
+      }
+      swapped = true;
+      const binding = resource instanceof GPUBuffer ? {buffer: standIn} : {...resource, buffer: standIn};
+      return {binding: entry.binding, resource: binding};
+    });
+    return swapped ? {...descriptor, entries} : descriptor;
+  };
+
   const rewrite = (device, descriptor) => {
+    if (recording) {
+      descriptor = rewriteInputs(device, descriptor);
+    }
     // ORT labels bind groups (or their layouts) with the program's name; unlabeled: no match.
     const label = descriptor.label || (descriptor.layout && descriptor.layout.label) || '';
     if (!recording || !label) {
@@ -134,6 +197,7 @@
     if (recording && recording.session === session) {
       faults.endRecording();
     }
+    graphInputs.delete(session);
     for (const buffer of (captured.get(session) || {copies: []}).copies) {
       buffer.destroy();
     }
@@ -141,16 +205,34 @@
   };
 
   const faults = {
-    /** A capture session starts recording; `names` are the faults of its case. */
-    beginRecording(session, names) {
+    /**
+     * A capture session starts recording; `names` are the faults of its case. It records for
+     * `runs` runs: at least two (the C++ EP captures the first run; JSEP was said to run one
+     * regular run first and capture the second), and every graph's first run.
+     */
+    beginRecording(session, names, runs = 2) {
       recording = {
         session,
         faults: new Set(names),
         runs: 0,
+        recordingRuns: runs,
         run: {occurrences: new Map(), uniforms: new Map()}, // key -> {bytes}, this run
         uniforms: new Map(), // key -> {bytes}: the last run that made bind groups
         copies: [], // the fault's buffers this session binds
+        snapshots: new Map(), // input buffer -> its copy (input-snapshot-at-capture)
       };
+    },
+    /** The harness made `buffers`, the inputs of graph `graph` of capture session `session`. */
+    inputs(session, graph, buffers) {
+      if (!graphInputs.has(session)) {
+        graphInputs.set(session, new Map());
+      }
+      const graphs = graphInputs.get(session);
+      if (!graphs.has(graph)) {
+        graphs.set(graph, buffers);
+      }
+      const first = graphs.keys().next().value;
+      buffers.forEach((buffer, slot) => inputOf.set(buffer, {session, graph, slot, first}));
     },
     /** A run of the session starts. */
     startRun() {
@@ -166,7 +248,7 @@
       if (recording.run.uniforms.size) {
         recording.uniforms = recording.run.uniforms;
       }
-      if (++recording.runs === RECORDING_RUNS) {
+      if (++recording.runs === recording.recordingRuns) {
         faults.endRecording();
       }
     },

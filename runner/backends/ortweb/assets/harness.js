@@ -1,9 +1,11 @@
 // The page side of the ort-web backend: loads one onnxruntime-web bundle, then runs cases that
-// Python hands it. A case creates a session, runs it `runs` times (eager: CPU tensors; capture:
-// GPU tensors, graph capture on), reads every run's outputs back and reports timings and the
-// tracer's records. Sessions stay alive in `sessions` until the next sequence begins, so later
-// cases run next to earlier ones and a revisit can replay an earlier capture (layout-change
-// sequences).
+// Python hands it. A case creates a session and runs its schedule: each run a graph (its
+// gpu_graph_id, when the case has several) and its own inputs (eager and dynamic: CPU tensors;
+// capture: GPU tensors, graph capture on, the inputs written into the graph's GPU buffers or into
+// a new buffer per run, outputs allocated by ORT or pre-allocated, as `buffers` says). It reads
+// every run's outputs back and reports timings and the tracer's records. Sessions stay alive in
+// `sessions` until the next sequence begins, so later cases run next to earlier ones and a revisit
+// can replay an earlier capture (layout-change sequences).
 // A case's `faults` (faults.js) are armed only while its own capture session records.
 const tracer = window.__webgpuTracer;
 const faults = window.__webgpuFaults;
@@ -94,17 +96,92 @@ const releaseRetired = async () => {
   }
 };
 
-/** Graph capture needs inputs in GPU buffers on ORT's device, the same buffers every run. */
-const gpuInput = (device, input, bytes, buffers) => {
-  const buffer = device.createBuffer({
-    size: Math.ceil(bytes.byteLength / 16) * 16 || 16,
+const byteLength = (tensor) =>
+  tensor.dims.reduce((a, b) => a * b, 1) * TYPED_ARRAYS[tensor.type].BYTES_PER_ELEMENT;
+
+/** A GPU buffer on ORT's device for a tensor of `bytes` bytes, kept with the session entry. */
+const gpuBuffer = (entry, bytes) => {
+  const buffer = ort.env.webgpu.device.createBuffer({
+    size: Math.ceil(bytes / 16) * 16 || 16,
     usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
   });
-  buffers.push(buffer);
+  entry.buffers.push(buffer);
+  return buffer;
+};
+
+const writeInput = (buffer, bytes) => {
   const padded = new Uint8Array(buffer.size);
   padded.set(new Uint8Array(bytes));
-  device.queue.writeBuffer(buffer, 0, padded);
-  return ort.Tensor.fromGpuBuffer(buffer, {dataType: input.type, dims: input.dims});
+  ort.env.webgpu.device.queue.writeBuffer(buffer, 0, padded);
+};
+
+/** A pre-allocated output's reader: its bytes, copied through a mappable buffer. */
+const reader = (buffer, output) => async () => {
+  const device = ort.env.webgpu.device;
+  const size = Math.ceil(byteLength(output) / 4) * 4 || 4;
+  const staging = device.createBuffer({size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST});
+  const encoder = device.createCommandEncoder();
+  encoder.copyBufferToBuffer(buffer, 0, staging, 0, size);
+  device.queue.submit([encoder.finish()]);
+  await staging.mapAsync(GPUMapMode.READ);
+  const data = staging.getMappedRange().slice(0, byteLength(output));
+  staging.unmap();
+  staging.destroy();
+  return new TYPED_ARRAYS[output.type](data);
+};
+
+/**
+ * The GPU buffers of one graph of a capture session and the tensors over them: its inputs (and
+ * pre-allocated outputs), made on its first run and kept, as an application keeps them; with
+ * `buffers.inputs` (`.outputs`) `fresh`, made again for every run.
+ */
+const graphTensors = (entry, spec, graph) => {
+  const known = entry.graphs.get(graph);
+  const held = {...known};
+  if (!known || spec.buffers.inputs === 'fresh') {
+    const buffers = spec.inputs.map((input) => gpuBuffer(entry, byteLength(input)));
+    faults.inputs(spec.sessionName, graph, buffers);
+    held.inputBuffers = buffers;
+    held.feeds = {};
+    spec.inputs.forEach((input, i) => {
+      held.feeds[input.name] = ort.Tensor.fromGpuBuffer(buffers[i], {dataType: input.type, dims: input.dims});
+    });
+  }
+  if (spec.outputs && (!known || spec.buffers.outputs === 'fresh')) {
+    // The harness reads the buffers itself: getData would turn a kept tensor into a CPU one.
+    held.fetches = {};
+    held.readers = {};
+    for (const output of spec.outputs) {
+      const buffer = gpuBuffer(entry, byteLength(output));
+      held.readers[output.name] = reader(buffer, output);
+      held.fetches[output.name] = ort.Tensor.fromGpuBuffer(
+        buffer, {dataType: output.type, dims: output.dims, download: held.readers[output.name]});
+    }
+  }
+  entry.graphs.set(graph, held);
+  return held;
+};
+
+/**
+ * One run's feeds and fetches for graph `graph` and input `bytes`: CPU tensors (eager, dynamic),
+ * or the graph's GPU tensors with `bytes` written into their buffers (capture).
+ */
+const runArguments = (entry, spec, graph, bytes) => {
+  if (spec.mode !== 'capture') {
+    const feeds = {};
+    spec.inputs.forEach((input, i) => {
+      feeds[input.name] = new ort.Tensor(input.type, new TYPED_ARRAYS[input.type](bytes[i]), input.dims);
+    });
+    return {feeds, fetches: spec.outputNames};
+  }
+  const held = graphTensors(entry, spec, graph);
+  held.inputBuffers.forEach((buffer, i) => writeInput(buffer, bytes[i]));
+  return {
+    feeds: held.feeds,
+    fetches: held.fetches || spec.outputNames,
+    readers: held.readers,
+    inputs: held.inputBuffers,
+  };
 };
 
 /** What a failed session creation means: capture refused, an op missing, or an error. */
@@ -120,24 +197,22 @@ const creationStatus = (capture, message) => {
 };
 
 /**
- * Creates the case's session and its input tensors: an entry of `sessions`, or a result that
- * says why there is no session. Capture inputs live in GPU buffers made here, kept with the
- * session: a captured graph replays on the buffers it recorded with.
+ * Creates the case's session: an entry of `sessions`, or a result that says why there is no
+ * session. Capture inputs live in GPU buffers kept with the session (`graphTensors`): a
+ * captured graph replays on the buffers it recorded with.
  */
 const createSession = async (spec) => {
   const capture = spec.mode === 'capture';
-  const [model, ...inputBytes] = await Promise.all(
-    [spec.model, ...spec.inputs.map((input) => input.url)].map(fetchBytes),
-  );
+  const model = await fetchBytes(spec.model);
   // The EP as an object, not the string 'webgpu': the C++ EP builds (ort.webgpu.mjs,
   // ort.jspi.mjs) pass enableGraphCapture on to the EP only then, and otherwise run a capture
   // session uncaptured without a word. JSEP takes either form.
   // Fault `ep-name-as-string` passes it the other way, as users easily do (backend.FAULTS).
   const asString = (spec.faults || []).includes('ep-name-as-string');
-  const options = {
-    executionProviders: [asString ? 'webgpu' : {name: 'webgpu'}],
-    freeDimensionOverrides: spec.freeDimensionOverrides,
-  };
+  const options = {executionProviders: [asString ? 'webgpu' : {name: 'webgpu'}]};
+  if (spec.freeDimensionOverrides) { // none in mode dynamic
+    options.freeDimensionOverrides = spec.freeDimensionOverrides;
+  }
   if (capture) {
     Object.assign(options, {enableGraphCapture: true, preferredOutputLocation: 'gpu-buffer'});
   }
@@ -153,34 +228,51 @@ const createSession = async (spec) => {
     const timings = {sessionMs: performance.now() - start, firstRunMs: null, medianRunMs: null};
     return {failed: {status: creationStatus(capture, message), message, timings}};
   }
-  const entry = {session, buffers: [], feeds: {}, sessionMs: performance.now() - start};
+  const entry = {session, buffers: [], graphs: new Map(), sessionMs: performance.now() - start};
   entry.sessionRecord = tracer.end();
-
-  const device = ort.env.webgpu.device;
-  tracer.begin('inputs');
-  spec.inputs.forEach((input, i) => {
-    entry.feeds[input.name] = capture
-      ? gpuInput(device, input, inputBytes[i], entry.buffers)
-      : new ort.Tensor(input.type, new TYPED_ARRAYS[input.type](inputBytes[i]), input.dims);
-  });
-  entry.inputBuffers = entry.buffers.map((buffer) => tracer.bufferId(buffer));
-  tracer.end();
   return {entry};
 };
 
-/** Runs a session `spec.runs` times; every run's outputs read back, the last run's dispatches. */
+/** A failed run, numbered; `capture-unsupported` where the build refuses a buffer or graph. */
+const runFailure = (spec, index, graph, error) => {
+  const message = String(error && error.message ? error.message : error).replace(/\s+/g, ' ');
+  const where = spec.graphs > 1 ? ` (gpu_graph_id ${graph})` : '';
+  const failure = new Error(`run ${index + 1}${where}: ${message}`);
+  // JSEP: "Registering a different external buffer under graph capture mode is not supported"
+  const refused = spec.mode === 'capture' && /graph capture mode is not supported/i.test(message);
+  failure.status = refused ? 'capture-unsupported' : 'error';
+  return failure;
+};
+
+/**
+ * Runs the case's schedule on a session; every run's outputs read back, the last run's
+ * dispatches recorded. A run is timed from writing its inputs until its outputs are on the host.
+ */
 const runSession = async (entry, spec) => {
+  const variants = await Promise.all(spec.variants.map((urls) => Promise.all(urls.map(fetchBytes))));
   const runs = [];
   const records = [];
   const times = [];
   const outputBuffers = [];
-  for (let i = 0; i < spec.runs; i++) {
-    const last = i === spec.runs - 1;
-    tracer.begin('run', {dispatches: last});
+  const inputBuffers = new Set();
+  for (const [i, [graph, variant]] of spec.schedule.entries()) {
+    const last = i === spec.schedule.length - 1;
     const start = performance.now();
+    const {feeds, fetches, readers, inputs} = runArguments(entry, spec, graph, variants[variant]);
+    (inputs || []).forEach((buffer) => inputBuffers.add(tracer.bufferId(buffer)));
+    tracer.begin('run', {dispatches: last});
     faults.startRun();
-    const results = await entry.session.run(entry.feeds);
-    faults.endRun();
+    let results;
+    try {
+      results = await (spec.graphs > 1
+        ? entry.session.run(feeds, fetches, {extra: {gpu_graph_id: String(graph)}})
+        : entry.session.run(feeds, fetches));
+    } catch (error) {
+      tracer.end();
+      throw runFailure(spec, i, graph, error);
+    } finally {
+      faults.endRun();
+    }
     const ran = performance.now() - start;
     records.push(tracer.end());
     // A run is timed until its outputs are on the host, as an eager run's are when
@@ -197,7 +289,7 @@ const runSession = async (entry, spec) => {
       if (last && tensor.location === 'gpu-buffer') {
         outputBuffers.push(tracer.bufferId(tensor.gpuBuffer));
       }
-      tensors.push([outputName, tensor, await tensor.getData()]);
+      tensors.push([outputName, tensor, await (readers ? readers[outputName]() : tensor.getData())]);
     }
     times.push(ran + performance.now() - readStart);
     tracer.end();
@@ -207,7 +299,7 @@ const runSession = async (entry, spec) => {
     }
     runs.push(outputs);
   }
-  return {runs, records, outputBuffers, times};
+  return {runs, records, outputBuffers, inputBuffers: [...inputBuffers], times};
 };
 
 /**
@@ -225,7 +317,7 @@ const runCase = async (spec) => {
   if (!reused) {
     await releaseSession(name);
     if (spec.mode === 'capture') {
-      faults.beginRecording(name, spec.faults);
+      faults.beginRecording(name, spec.faults, Math.max(2, spec.graphs));
     }
     const created = await createSession(spec);
     await releaseRetired(); // ORT's context lives on in the new session
@@ -236,7 +328,10 @@ const runCase = async (spec) => {
     entry = created.entry;
     sessions.set(name, entry);
   }
-  const {runs, records, outputBuffers, times} = await runSession(entry, spec);
+  const {runs, records, outputBuffers, inputBuffers, times} = await runSession(entry, {
+    ...spec,
+    sessionName: name,
+  });
   return {
     status: 'ok',
     message: '',
@@ -244,7 +339,7 @@ const runCase = async (spec) => {
     runs,
     records,
     sessionRecord: reused ? {label: 'session', counts: {}} : entry.sessionRecord,
-    inputBuffers: entry.inputBuffers,
+    inputBuffers,
     outputBuffers,
     timings: {
       sessionMs: reused ? null : entry.sessionMs,
@@ -292,7 +387,7 @@ window.harness = {
   async run(spec, timeoutMs) {
     const job = runCase(spec)
       .catch((error) => ({
-        status: 'error',
+        status: error.status || 'error',
         message: String(error && error.message ? error.message : error),
       }))
       .finally(() => faults.endRecording()); // a case that failed mid-run arms nothing after it
@@ -305,6 +400,9 @@ window.harness = {
       if (!result.deviceLost && result.status !== 'ok' && device && tracer.isLost(device)) {
         result.deviceLost = "onnxruntime-web's device was destroyed";
       }
+      // A wasm abort or trap leaves ORT's module dead: every later case in this page would fail
+      // (the C++ builds abort on a Concat of a zero-sized input of lower rank, measured).
+      result.aborted = result.status !== 'ok' && /\bAborted\(|\bunreachable\b/.test(result.message);
     }
     return JSON.stringify(result);
   },
