@@ -151,6 +151,22 @@ def test_ids_carry_the_version_only_when_several_are_in_play(offline_cache, writ
     ]
 
 
+def test_include_and_exclude_name_builds_on_every_version(offline_cache, write_suite):
+    suite = write_suite(
+        SUITE.format(version="['1.24.3', '1.30.0']").replace(
+            "bundle: webgpu", "bundle: [jsep, webgpu]"
+        )
+        + "exclude:\n  - {backend: 'ort-web:jsep'}\n  - {backend: 'ort-web@1.24.3', "
+        "capture: eager}\n"
+    )
+    listed = regress("list", suite).stdout.splitlines()
+    assert [line.split("/", 3)[3] for line in listed] == [
+        "ort-web@1.24.3:webgpu/capture",
+        "ort-web@1.30.0:webgpu/eager",
+        "ort-web@1.30.0:webgpu/capture",
+    ]
+
+
 def test_a_rule_for_a_build_holds_on_every_version(offline_cache, write_suite):
     suite = write_suite(
         SUITE.format(version="['1.24.3', '1.30.0']")

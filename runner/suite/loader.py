@@ -533,6 +533,7 @@ class _Builder:
             "model": {m.name for m in models},
             "layout": {lay.label for lay in layouts},
             "backend": {b.id for b in backends}
+            | {b.build_id for b in backends}
             | {b.name for b in backends}
             | {b.id.split(":")[0] for b in backends},
         }

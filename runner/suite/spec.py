@@ -263,9 +263,14 @@ def entry_matches(entry: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
         if key == "shape":
             if any(have.get(k) != v for k, v in dict(want).items()):
                 return False
-        elif key == "backend" and ":" not in str(want):
-            named = str(have).split(":")[0]
-            if (named if "@" in str(want) else named.split("@")[0]) != want:
+        elif key == "backend":
+            # `ort-web` names every version and build, `ort-web:jsep` every version's jsep,
+            # `ort-web@1.24.3` every build of that version
+            have_name, _, have_build = str(have).partition(":")
+            want_name, _, want_build = str(want).partition(":")
+            if "@" not in want_name:
+                have_name = have_name.partition("@")[0]
+            if have_name != want_name or want_build and have_build != want_build:
                 return False
         elif str(have) != str(want):
             return False
