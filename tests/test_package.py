@@ -29,9 +29,10 @@ backends: [wgpu]
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
-    """A fresh virtualenv holding the wheel built from this checkout. Its dependencies come from
-    this test's environment through a path file (no download), whose own path files are not
-    read: the checkout's editable install stays invisible."""
+    """A fresh virtualenv holding the wheel built from this checkout (by this environment's
+    setuptools, the test extra's). Its dependencies come from this test's environment through a
+    path file (no download), whose own path files are not read: the checkout's editable install
+    stays invisible."""
     work = tmp_path_factory.mktemp("package")
     subprocess.run(
         [
