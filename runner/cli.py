@@ -557,7 +557,7 @@ def cmd_repro(args: argparse.Namespace) -> ExitCode:
     if not made.reproduced:
         console.print(
             f"[yellow]not reproduced[/yellow]: the rerun gave {verdict}, the result "
-            f"{made.subject.result['verdict']}; the bundle is written anyway"
+            f"{made.subject.result.verdict}; the bundle is written anyway"
         )
         return ExitCode.UNEXPECTED
     print(f"reproduced: {verdict}; to run it:")

@@ -36,7 +36,6 @@ from runner.repro.cut import anchor, cut_workload, exposed, plan_cuts
 from runner.repro.verify import Rerun
 from runner.suite import load_suite
 from runner.workload import materialize
-from runner.workload.inputs import BASE
 
 from .conftest import REPO, regress
 
@@ -157,22 +156,26 @@ def _cpu_values(subject, names, options):
         wanted = [n for n in names if n not in workload.inputs]
         more = exposed(workload, wanted)
         session = onnxruntime.InferenceSession(more.model)
-        ran = session.run(None, dict(workload.inputs))
-        outputs = dict(zip(more.output_names, ran, strict=True))
-        values.append({**workload.inputs, **{n: outputs[n] for n in wanted}})
+        per_variant = {}
+        for variant, inputs in workload.all_variants().items():
+            outputs = dict(zip(more.output_names, session.run(None, dict(inputs)), strict=True))
+            per_variant[variant] = {**inputs, **{n: outputs[n] for n in wanted}}
+        values.append(per_variant)
     return tuple(values)
 
 
 def _only_the_full_model_fails(subject, workload, earlier, options):
-    """A rerun where the cuts pass and the full model's capture is off by 0.25: what a
-    failure needing the whole model would look like."""
-    reference = compute_reference(workload)
-    full = workload.key == subject.workload.key
-    actual = {k: v + np.float32(0.25 if full else 0) for k, v in reference.items()}
-    run = BackendRun(runs=(actual,) * 3)
-    eager = BackendRun(runs=(reference,) * 3)
-    judgement = judge(Evidence(subject.case, run, {BASE: reference}, eager=Twin(eager)))
-    return Rerun(judgement, run, eager, reference, ())
+    """A rerun where the cuts pass and the full model's capture is off by 0.25 in every run:
+    what a failure needing the whole model would look like."""
+    references = {v: compute_reference(workload, v) for v in workload.all_variants()}
+    offset = np.float32(0.25 if workload.key == subject.workload.key else 0)
+    feeds = workload.feeds(subject.runs)
+    eager = BackendRun(runs=tuple(references[f.variant] for f in feeds))
+    run = BackendRun(
+        runs=tuple({k: v + offset for k, v in references[f.variant].items()} for f in feeds)
+    )
+    evidence = Evidence(subject.case, run, references, feeds=feeds, eager=Twin(eager, feeds))
+    return Rerun(judge(evidence), run, eager, references, ())
 
 
 def test_a_cut_that_no_longer_fails_falls_back_to_the_full_model_and_says_so(
@@ -212,12 +215,46 @@ def test_a_cut_that_no_longer_fails_falls_back_to_the_full_model_and_says_so(
     assert sorted(manifest["files"]) == sorted(
         str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()
     )
-    actual = np.load(folder / manifest["recorded"]["actual"][0]["npy"])
-    expected = np.load(folder / manifest["workloads"]["main"]["cpu"][0]["npy"])
+    main = manifest["workloads"]["main"]
+    # 3 runs: the case's inputs, then new ones, repeated (the determinism check's replay pair)
+    assert main["schedule"] == [[0, 0], [0, 1], [0, 1]]
+    assert [(v["graph"], v["draw"]) for v in main["variants"]] == [(0, 0), (0, 1)]
+    assert main["variants"][0]["inputs"] == main["inputs"]
+    assert main["variants"][1]["inputs"][0]["npy"] == "inputs/0-1/00-x.npy"
+    assert "run 1 `inputs/`; run 2 `inputs/0-1/`; run 3 `inputs/0-1/`" in issue
+    actual = np.load(folder / manifest["recorded"]["actual"][0]["npy"])  # the last run's
+    expected = np.load(folder / main["variants"][1]["cpu"][0]["npy"])
     np.testing.assert_allclose(actual - expected, 0.25, atol=1e-6)
     assert (folder / "repro.py").read_text() == (
         REPO / "runner/backends/wgpu/repro_script.py"
     ).read_text()
+
+
+def _nothing_fails(subject, workload, earlier, options):
+    """A rerun in which every model passes: a failure that did not come back."""
+    references = {v: compute_reference(workload, v) for v in workload.all_variants()}
+    feeds = workload.feeds(subject.runs)
+    run = BackendRun(runs=tuple(references[f.variant] for f in feeds))
+    evidence = Evidence(subject.case, run, references, feeds=feeds, eager=Twin(run, feeds))
+    return Rerun(judge(evidence), run, run, references, ())
+
+
+def test_a_failure_the_rerun_does_not_show_is_bundled_and_said_with_exit_1(
+    history, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setattr(make, "eager_values", _cpu_values)
+    monkeypatch.setattr(make, "rerun", _nothing_fails)
+    folder = tmp_path / "bundle"
+    code = cli.main(
+        ["repro", "fa11ed000001", "--reports", str(history["out"]), "--out", str(folder)]
+    )
+    printed = capsys.readouterr()
+    assert code == 1, printed.err
+    assert "not reproduced: the rerun gave pass, the result capture-mismatch" in printed.err
+    assert (
+        "**The rerun did not fail the same way** (it gave pass)"
+        in (folder / "ISSUE.md").read_text()
+    )
 
 
 def test_force_replaces_a_previous_bundle_and_keeps_other_files(
@@ -245,7 +282,8 @@ def test_cuts_start_at_the_divergent_node_and_widen_by_producer_levels():
         for c in expand_suite(suite)
         if c.id == "stale-cache/batch=1,sequence=12/layout=eps-1e-2/wgpu/capture"
     ]
-    workload = materialize(case)
+    workload = materialize(case, 3)  # with the input sequence of 3 runs: 2 inputs
+    assert len(workload.all_variants()) == 2
     model = onnx.load_from_string(workload.model)
     assert len(model.graph.node) == 30
     norm1 = {"output": "/layers.0.norm1/LayerNormalization_output_0"}
@@ -256,13 +294,21 @@ def test_cuts_start_at_the_divergent_node_and_widen_by_producer_levels():
     cuts = plan_cuts(model, last)
     assert [(c.depth, c.nodes) for c in cuts] == [(0, 1), (1, 2), (2, 4), (4, 8), (8, 16)]
     assert cuts[0].inputs == ("/layers.0/Add_1_output_0",)
-    # each cut, fed with the full model's values, computes what the full model computes
+    # each cut, fed with the full model's values for each run's inputs, computes what the full
+    # model computes for them
     names = sorted({n for c in cuts for n in c.inputs} - {"x"})
     more = exposed(workload, names)
-    outputs = onnxruntime.InferenceSession(more.model).run(None, dict(workload.inputs))
-    values = {**workload.inputs, **dict(zip(more.output_names, outputs, strict=True))}
+    session = onnxruntime.InferenceSession(more.model)
+    values = {
+        variant: {
+            **inputs,
+            **dict(zip(more.output_names, session.run(None, dict(inputs)), strict=True)),
+        }
+        for variant, inputs in workload.all_variants().items()
+    }
     for cut in cuts:
         part = cut_workload(workload, cut, values)
+        assert part.schedule == workload.schedule
         dims = [
             [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
             for i in onnx.load_from_string(part.model).graph.input
@@ -270,8 +316,10 @@ def test_cuts_start_at_the_divergent_node_and_widen_by_producer_levels():
         # symbolic where the case pins the name (freeDimensionOverrides apply), else static
         assert all(d in ("batch", "sequence") or isinstance(d, int) for s in dims for d in s)
         assert "batch" in dims[0]
-        got = compute_reference(part)["y"]
-        np.testing.assert_allclose(got, values["y"], atol=1e-5)
+        for variant in workload.all_variants():
+            got = compute_reference(part, variant)["y"]
+            np.testing.assert_allclose(got, values[variant]["y"], atol=1e-5)
+    assert not np.allclose(*(v["y"] for v in values.values()))  # the runs' inputs differ
 
 
 def test_the_report_offers_the_repro_command_for_failures_it_can_bundle(history):

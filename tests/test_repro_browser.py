@@ -4,6 +4,7 @@ Each fault's canary sequence runs through the pipeline; its failing result is bu
 ``--with-fault --local`` as a user would (the CLI), the folder is moved elsewhere, served over
 ``python -m http.server``'s handler on 127.0.0.1 and opened in Chromium: the page must give
 the result's verdict, pass with ``?faults=off``, and fetch nothing from outside the folder.
+The real bug of suites/bugs/ort-fresh-buffers.yaml is bundled likewise, without a fault.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ pytestmark = pytest.mark.browser
 CANARIES = {
     "stale-uniform-binding": (["model=stale-cache", "backend=ort-web:jsep"], "stale-layout"),
     "ep-name-as-string": (["model=lazy-capture", "backend=ort-web:webgpu"], "capture-not-engaged"),
+    "input-snapshot-at-capture": (["model=input-snapshot", "backend=ort-web:jsep"], "stale-input"),
+    "graphs-share-inputs": (["model=crossed-graphs", "backend=ort-web:webgpu"], "wrong-graph"),
 }
 FULL_NODES = 30  # the canaries' encoder
 
@@ -130,7 +133,14 @@ def test_a_canary_bundle_reproduces_in_chromium_from_another_folder(
             ("layout base, eager", "main", []),
             ("layout base, capture", "main", [fault]),
         ]
-        assert not (bundle / "faults.js").exists()  # the fault is in the session options
+        # ep-name-as-string lives in the session options, the others in faults.js
+        assert (bundle / "faults.js").exists() == (fault != "ep-name-as-string")
+    # every run gets the inputs it got in the suite, on the graph it ran
+    schedule = manifest["workloads"]["main"]["schedule"]
+    graphs = 2 if fault == "graphs-share-inputs" else 1
+    assert [graph for graph, _ in schedule] == ([0, 1] * 3 if graphs == 2 else [0, 0, 0])
+    assert len({variant for _, variant in schedule}) == 2 * graphs
+    assert manifest["steps"][-1]["graphs"] == graphs
 
     with served(bundle) as url:
         (with_fault, asked), (without, asked_again) = open_bundle(url)
@@ -140,3 +150,36 @@ def test_a_canary_bundle_reproduces_in_chromium_from_another_folder(
     assert without["verdict"] == "pass" and without["verdicts"] == [], without["lines"]
     assert without["lines"][-1] == "PASS"
     assert all(u.startswith(url) or u.startswith("data:") for u in asked + asked_again), asked
+
+
+def test_the_real_fresh_input_buffer_bug_reproduces_in_a_one_node_bundle(tmp_path):
+    """suites/bugs/ort-fresh-buffers.yaml: a new GPU input buffer every run, on the C++ build.
+    No fault: the bundle shows onnxruntime-web's own bug, cut down to one node."""
+    out = tmp_path / "reports"
+    cases = expand_matrix([load_suite(REPO / "suites/bugs/ort-fresh-buffers.yaml")])
+    selected = select_cases(cases, ["model=fresh-inputs", "backend=ort-web:webgpu"])
+    summary = execute(selected, out, BackendOptions(runs=3))
+    [result] = [r for r in summary.results if r.capture == "capture"]
+    assert result.verdict == "stale-input" and not result.injected
+    made = tmp_path / "made"
+    proc = regress("repro", result.result_id, "--reports", out, "--out", made, "--local")
+    assert proc.returncode == 0, proc.stderr
+    assert f"model.onnx: 1 of {FULL_NODES} nodes" in proc.stdout
+    bundle = Path(shutil.move(made, tmp_path / "elsewhere" / "bundle"))
+    manifest = json.loads((bundle / "repro.json").read_text())
+    assert manifest["faults"] == [] and not (bundle / "faults.js").exists()
+    assert manifest["steps"][-1]["buffers"] == {"inputs": "fresh", "outputs": "none"}
+    issue = (bundle / "ISSUE.md").read_text()
+    assert issue.startswith(
+        "# [WebGPU] graph capture replays return an earlier run's inputs' output at "
+        "LayerNormalization in onnxruntime-web 1.30.0, ort.webgpu.mjs"
+    )
+    assert "run 1 `inputs/`; run 2 `inputs/0-1/`; run 3 `inputs/0-1/`" in issue
+    assert "each run in a new GPU buffer (`Tensor.fromGpuBuffer` of a fresh buffer)" in issue
+
+    with served(bundle) as url:
+        (page, asked), _ = open_bundle(url)
+    assert page["verdict"] == "stale-input", page["lines"]
+    assert "stale-input: run 2 returned the output for run 1's inputs" in "\n".join(page["lines"])
+    assert page["lines"][-1] == "FAIL: stale-input"
+    assert all(u.startswith(url) or u.startswith("data:") for u in asked), asked

@@ -27,6 +27,8 @@ CANARIES = {
     "lazy-capture": ("capture-not-engaged", 1),
     "racy-replay": ("nondeterministic", 8),  # widened until a MatMul is in
     "stale-input": ("capture-mismatch", 1),
+    "input-snapshot": ("stale-input", 1),  # each run's inputs in the bundle
+    "crossed-graphs": ("wrong-graph", 1),  # two graphs, interleaved
 }
 
 

@@ -1,8 +1,9 @@
 """The bundle's files: models, tensors and ``repro.json``, then what the backend adds to run it.
 
-Layout: ``model.onnx`` and ``inputs/`` for the case; ``expected/cpu/`` (onnxruntime CPU),
-``expected/eager/`` (a capture case's eager twin) and ``actual/`` (the case's output) from the
-rerun that kept the model; ``sequence/N-LAYOUT/`` for each earlier layout whose capture the
+Layout: ``model.onnx`` and ``inputs/`` for the case (``inputs/G-D/`` for the later runs' new
+inputs); ``expected/cpu/`` (onnxruntime CPU, per input likewise), ``expected/eager/`` (a capture
+case's eager twin) and ``actual/`` (the case's output), of the last run, from the rerun that
+kept the model; ``sequence/N-LAYOUT/`` for each earlier layout whose capture the
 case needs first. Every tensor is a ``.npy`` (Python) and a raw little-endian ``.bin`` (the
 page). ``repro.json`` lists the sessions in order (``steps``), the tensors, and every file of
 the bundle, so that ``--force`` replaces exactly a previous bundle's files.
@@ -22,9 +23,11 @@ import numpy as np
 from runner.errors import InvalidInput
 from runner.history import CaseResult
 from runner.matrix import Case
+from runner.oracle import References
 from runner.suite.spec import mode_name
 from runner.verdicts import VERDICTS
 from runner.workload import Workload
+from runner.workload.inputs import BASE
 
 MANIFEST = "repro.json"
 MAIN = "main"  # the workload of the case itself
@@ -94,16 +97,35 @@ class Writer:
         return entries
 
     def workload(
-        self, prefix: str, workload: Workload, layout: str, cpu: Mapping[str, np.ndarray]
+        self, prefix: str, workload: Workload, layout: str, cpu: References, runs: int
     ) -> dict[str, Any]:
-        """A model, its inputs and onnxruntime CPU's outputs; its entry for repro.json."""
+        """A model, its inputs and onnxruntime CPU's outputs for every input variant its runs
+        use, and which run gets which (``schedule``: [graph, variant index] per run); its entry
+        for repro.json. The case's own inputs (variant 0) are ``inputs/`` and
+        ``expected/cpu/``, a later run's ``inputs/G-D/`` and ``expected/cpu/G-D/`` (graph G,
+        draw D)."""
         base = f"{prefix}/" if prefix else ""
+        feeds = workload.feeds(runs)
+        order = list(dict.fromkeys([BASE, *(feed.variant for feed in feeds)]))
+        variants = []
+        for graph, draw in order:
+            sub = "" if (graph, draw) == BASE else f"/{graph}-{draw}"
+            variants.append(
+                {
+                    "graph": graph,
+                    "draw": draw,
+                    "inputs": self.tensors(f"{base}inputs{sub}", workload.inputs_of((graph, draw))),
+                    "cpu": self.tensors(f"{base}expected/cpu{sub}", cpu[graph, draw]),
+                }
+            )
         return {
             "layout": layout,
             "model": self.bytes(f"{base}model.onnx", workload.model),
-            "inputs": self.tensors(f"{base}inputs", workload.inputs),
+            "inputs": variants[0]["inputs"],
             "outputs": list(workload.output_names),
-            "cpu": self.tensors(f"{base}expected/cpu", cpu),
+            "cpu": variants[0]["cpu"],
+            "variants": variants,
+            "schedule": [[feed.graph, order.index(feed.variant)] for feed in feeds],
             "freeDimensionOverrides": dict(workload.shape),
             "uniformOrder": list(workload.uniform_order),
         }
@@ -113,17 +135,18 @@ def workload_entries(
     writer: Writer,
     case: Case,
     workload: Workload,
-    reference: Mapping[str, np.ndarray],
-    earlier: Sequence[tuple[Case, Workload, Mapping[str, np.ndarray]]],
+    references: References,
+    earlier: Sequence[tuple[Case, Workload, References]],
+    runs: int,
 ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Every workload of the sequence, written once each; and each earlier capture's name."""
-    entries = {MAIN: writer.workload("", workload, case.layout.label, reference)}
+    entries = {MAIN: writer.workload("", workload, case.layout.label, references, runs)}
     names = {workload.key: MAIN}
-    for earlier_case, earlier_workload, earlier_reference in earlier:
+    for earlier_case, earlier_workload, earlier_references in earlier:
         if earlier_workload.key not in names:
             label = earlier_case.layout.label
             name = f"sequence/{len(entries)}-{_file_name(label)}"
-            entries[name] = writer.workload(name, earlier_workload, label, earlier_reference)
+            entries[name] = writer.workload(name, earlier_workload, label, earlier_references, runs)
             names[earlier_workload.key] = name
     return entries, [names[w.key] for _, w, _ in earlier]
 
@@ -195,6 +218,8 @@ def _step(case: Case, workload: str) -> dict[str, Any]:
         "mode": mode,
         "faults": sorted(case.inject),
         "reuse": None,
+        "buffers": {"inputs": case.buffers.inputs, "outputs": case.buffers.outputs},
+        "graphs": case.graphs,
     }
 
 

@@ -21,6 +21,7 @@ import onnx.utils
 from onnx import helper
 
 from runner.workload import Workload, workload_key
+from runner.workload.inputs import BASE, Variant
 
 
 @dataclass(frozen=True)
@@ -108,10 +109,14 @@ def cut_model(
     return extracted.SerializeToString()
 
 
-def cut_workload(workload: Workload, cut: Cut, values: Mapping[str, np.ndarray]) -> Workload:
-    """The workload of a cut: its model, and the eager values of its inputs."""
-    model = cut_model(onnx.load_from_string(workload.model), cut, values, workload.shape)
-    inputs = {name: values[name] for name in cut.inputs}
+def cut_workload(
+    workload: Workload, cut: Cut, values: Mapping[Variant, Mapping[str, np.ndarray]]
+) -> Workload:
+    """The workload of a cut: its model, and the eager values of its inputs for each input
+    variant the workload's runs use (its input sequence kept)."""
+    base = values[BASE]
+    model = cut_model(onnx.load_from_string(workload.model), cut, base, workload.shape)
+    inputs = {name: base[name] for name in cut.inputs}
     return Workload(
         key=workload_key(hashlib.sha256(model).digest(), workload.shape, inputs),
         model=model,
@@ -119,6 +124,11 @@ def cut_workload(workload: Workload, cut: Cut, values: Mapping[str, np.ndarray])
         output_names=(cut.output,),
         shape=workload.shape,
         uniform_order=workload.uniform_order,
+        schedule=workload.schedule,
+        variants={
+            variant: {name: values[variant][name] for name in cut.inputs}
+            for variant in workload.variants
+        },
     )
 
 

@@ -16,9 +16,12 @@ import numpy as np
 from runner.backends.base import ReproRunner
 from runner.compare import compare
 from runner.history import CaseResult
+from runner.matrix import Case
 from runner.report.newcase import case_snippet
 from runner.suite.spec import Tolerance
 from runner.verdicts import VERDICTS
+from runner.workload import Feed
+from runner.workload.inputs import BASE
 
 # What each verdict looks like from outside, for the title.
 SYMPTOMS = {
@@ -27,6 +30,8 @@ SYMPTOMS = {
     "capture-not-engaged": "enableGraphCapture does not capture (replays rebuild bind groups)",
     "nondeterministic": "graph capture replays of one input disagree",
     "reference-mismatch": "output differs from onnxruntime CPU",
+    "stale-input": "graph capture replays return an earlier run's inputs' output",
+    "wrong-graph": "a captured graph returns another graph's result",
 }
 
 
@@ -55,6 +60,7 @@ class Report:
     tolerance: Tolerance
     sessions: tuple[str, ...]  # "layout base, capture: sequence/1-base/model.onnx", in order
     runs: int
+    feeding: str  # which inputs each run gets, in which buffers, on which graph
     model: str  # what model.onnx is, in words
     notes: tuple[str, ...]
     command: str  # how the bundle was made
@@ -124,6 +130,7 @@ def issue_markdown(report: Report) -> str:
         "",
     ]
     lines += [f"{i}. {session}" for i, session in enumerate(report.sessions, 1)]
+    lines += ["", report.feeding]
     lines += ["", "## Expected and actual", "", _expected(report), ""]
     lines += ["| output | compared | max abs error | elements outside tolerance |"]
     lines += ["| --- | --- | --- | --- |"]
@@ -183,8 +190,8 @@ def _expected(report: Report) -> str:
     return (
         f"Expected: every output within tolerance (abs {tolerance.abs:g}, or a same-sign ratio "
         f"within 1 + {tolerance.rel:g}, as ORT-web's own op tests compare) of eager and of "
-        "onnxruntime CPU (`expected/eager/`, `expected/cpu/`). Actual (`actual/`), in the "
-        "suite's rerun:"
+        "onnxruntime CPU for the same inputs (`expected/eager/`, `expected/cpu/`). Actual "
+        "(`actual/`: the last run), in the suite's rerun:"
     )
 
 
@@ -207,3 +214,25 @@ def describe_sessions(names: Sequence[tuple[str, str]]) -> tuple[str, ...]:
         f"{name}: `{model}`" + (" (judged)" if i == last else "")
         for i, (name, model) in enumerate(names)
     )
+
+
+def describe_feeding(case: Case, feeds: Sequence[Feed]) -> str:
+    """Which inputs each run gets and how: the input sequence, the buffer modes, the graphs."""
+    runs = []
+    for index, feed in enumerate(feeds, 1):
+        where = "`inputs/`" if feed.variant == BASE else "`inputs/{}-{}/`".format(*feed.variant)
+        graph = f" on graph {feed.graph} (`gpu_graph_id` {feed.graph})" if case.graphs > 1 else ""
+        runs.append(f"run {index}{graph} {where}")
+    text = f"Every session's runs get new inputs, as applications feed them: {'; '.join(runs)}."
+    if case.capture:
+        inputs = {
+            "rewrite": "written into the same GPU buffers every run",
+            "fresh": "each run in a new GPU buffer (`Tensor.fromGpuBuffer` of a fresh buffer)",
+        }[case.buffers.inputs]
+        outputs = {
+            "none": "outputs the runtime allocates",
+            "rewrite": "pre-allocated output buffers passed as fetches, the same every run",
+            "fresh": "a new pre-allocated output buffer passed as fetches every run",
+        }[case.buffers.outputs]
+        text += f" The judged capture session takes its inputs {inputs}, with {outputs}."
+    return text

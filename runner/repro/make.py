@@ -185,7 +185,7 @@ def _write(made: Bundle, options: ReproOptions) -> tuple[ReproRunner, tuple[str,
         )
     ]
     workloads, earlier_names = bundle.workload_entries(
-        writer, subject.case, candidate.workload, result.reference, earlier
+        writer, subject.case, candidate.workload, result.references, earlier, subject.runs
     )
     steps, judged = bundle.steps(
         subject.case, subject.eager, [c for c, _ in subject.earlier], earlier_names
@@ -231,7 +231,7 @@ def _write(made: Bundle, options: ReproOptions) -> tuple[ReproRunner, tuple[str,
             subject.case.capture,
             result.run.outputs,
             result.eager.outputs if result.eager else None,
-            result.reference,
+            result.references[candidate.workload.feeds(subject.runs)[-1].variant],
             subject.case.tolerance,
         ),
         tolerance=subject.case.tolerance,
@@ -239,6 +239,7 @@ def _write(made: Bundle, options: ReproOptions) -> tuple[ReproRunner, tuple[str,
             [(s["name"], workloads[s["workload"]]["model"]) for s in steps]
         ),
         runs=subject.runs,
+        feeding=issue.describe_feeding(subject.case, candidate.workload.feeds(subject.runs)),
         model=_model_text(made),
         notes=made.notes,
         command=_command(subject.result.result_id, options),

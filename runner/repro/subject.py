@@ -31,7 +31,7 @@ class Subject:
     environment: Mapping[str, Any]  # the run's run.json environment ({} if it is gone)
     runs: int  # runs per case in that run
     case: Case  # as the run ran it, the faults it carries included
-    workload: Workload
+    workload: Workload  # with the input sequence of `runs` runs
     eager: Case | None  # a capture case's eager twin (what the judge compared it with)
     # The capture cases before it in its layout-change sequence, in the order they ran: what
     # a stale capture may come from.
@@ -78,7 +78,8 @@ def load_subject(history: Path, result: CaseResult, with_fault: bool) -> Subject
     case = cases[index]
     if with_fault and result.injected:  # as the run had them, --inject included
         case = dataclasses.replace(case, inject=frozenset(result.injected))
-    workload = materialize(case)
+    runs = int(options.get("runs") or 3)
+    workload = materialize(case, runs)  # with the input sequence the run fed
     notes = _check_digest(result, workload)
     before = [c for c in cases[:index] if c.sequence == case.sequence]
     eager = None
@@ -86,11 +87,11 @@ def load_subject(history: Path, result: CaseResult, with_fault: bool) -> Subject
     if case.capture:
         twins = [c for c in before if c.cell == case.cell and not c.capture]
         eager = twins[-1] if twins else dataclasses.replace(case, capture=False, revisit=False)
-        earlier = tuple((c, materialize(c)) for c in before if c.capture)
+        earlier = tuple((c, materialize(c, runs)) for c in before if c.capture)
     return Subject(
         result=result,
         environment=run.environment,
-        runs=int(options.get("runs") or 3),
+        runs=runs,
         case=case,
         workload=workload,
         eager=eager,

@@ -18,11 +18,11 @@ from runner.backends import open_backend
 from runner.backends.base import Backend, BackendOptions, BackendRun
 from runner.judge import Evidence, Judgement, Twin, judge
 from runner.matrix import Case
-from runner.oracle import compute_reference
+from runner.oracle import References, compute_reference
 from runner.repro.cut import exposed
 from runner.repro.subject import Subject
 from runner.workload import Workload
-from runner.workload.inputs import BASE
+from runner.workload.inputs import Variant
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,9 @@ class Rerun:
     judgement: Judgement
     run: BackendRun  # the case's
     eager: BackendRun | None  # its eager twin's, for a capture case
-    reference: Mapping[str, np.ndarray]  # onnxruntime CPU on the case's workload
+    references: References  # onnxruntime CPU on the case's workload, per input variant
     # onnxruntime CPU on each earlier capture's workload, in order
-    earlier_references: tuple[Mapping[str, np.ndarray], ...]
+    earlier_references: tuple[References, ...]
 
 
 def rerun(
@@ -47,43 +47,61 @@ def rerun(
         run = backend.run(subject.case, workload)
     finally:
         backend.close()
-    reference = compute_reference(workload)
-    earlier_references = tuple(compute_reference(w) for w in earlier)
-    # A bundle feeds every run the case's base inputs (no input sequence): one reference each.
+    references = _references(workload)
+    earlier_references = tuple(_references(w) for w in earlier)
     layouts: dict[str, tuple[str, Mapping]] = {}
-    for (case, _), replaced, ref in zip(subject.earlier, earlier, earlier_references, strict=True):
-        layouts.setdefault(replaced.key, (case.layout.label, {BASE: ref}))
+    for (case, _), replaced, refs in zip(subject.earlier, earlier, earlier_references, strict=True):
+        layouts.setdefault(replaced.key, (case.layout.label, refs))
     layouts.pop(workload.key, None)  # the case's own layout is no earlier one
+    feeds = workload.feeds(subject.runs)
     evidence = Evidence(
         subject.case,
         run,
-        {BASE: reference},
-        eager=Twin(eager) if eager else None,
+        references,
+        feeds=feeds,
+        eager=Twin(eager, feeds) if eager else None,
         earlier=tuple(layouts.values()),
     )
-    return Rerun(judge(evidence), run, eager, reference, earlier_references)
+    return Rerun(judge(evidence), run, eager, references, earlier_references)
+
+
+def _references(workload: Workload) -> References:
+    return {variant: compute_reference(workload, variant) for variant in workload.all_variants()}
 
 
 def eager_values(
     subject: Subject, names: Sequence[str], options: BackendOptions
-) -> tuple[dict[str, np.ndarray], ...]:
+) -> tuple[dict[Variant, dict[str, np.ndarray]], ...]:
     """The values of tensors `names` in eager runs of each earlier capture's workload and the
-    case's (last), on one backend: the inputs of cuts. Graph inputs come from the workloads,
-    the others are exposed as outputs. Raises ValueError if a run fails."""
+    case's (last), on one backend, for every input variant the workload's runs use: the inputs
+    of cuts. Graph inputs come from the workloads, the others are exposed as outputs. Raises
+    ValueError if a run fails."""
     pairs = [*subject.earlier, (subject.eager or subject.case, subject.workload)]
     backend = open_backend(subject.case.backend.name, options)
     try:
-        return tuple(_values(backend, case, workload, names) for case, workload in pairs)
+        return tuple(
+            {
+                variant: _values(backend, case, workload, inputs, names)
+                for variant, inputs in workload.all_variants().items()
+            }
+            for case, workload in pairs
+        )
     finally:
         backend.close()
 
 
 def _values(
-    backend: Backend, case: Case, workload: Workload, names: Sequence[str]
+    backend: Backend,
+    case: Case,
+    workload: Workload,
+    inputs: Mapping[str, np.ndarray],
+    names: Sequence[str],
 ) -> dict[str, np.ndarray]:
-    wanted = [name for name in names if name not in workload.inputs]
+    """`names`' values in one eager run of `workload` on `inputs`."""
+    wanted = [name for name in names if name not in inputs]
     eager = dataclasses.replace(case, capture=False, revisit=False)
-    run = backend.run(eager, exposed(workload, wanted))
+    one = dataclasses.replace(workload, inputs=inputs, schedule=(), variants={})
+    run = backend.run(eager, exposed(one, wanted))
     if run.status != "ok":
         raise ValueError(f"the eager run for the cut's inputs failed: {run.status}: {run.message}")
-    return {**dict(workload.inputs), **{name: run.outputs[name] for name in wanted}}
+    return {**dict(inputs), **{name: run.outputs[name] for name in wanted}}

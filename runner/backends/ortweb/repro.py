@@ -25,8 +25,8 @@ from runner.backends.ortweb.package import (
 )
 from runner.errors import InvalidInput
 
-# Faults that faults.js implements (the others are in the session options).
-SCRIPT_FAULTS = frozenset({"stale-uniform-binding"})
+# The one fault that lives in the session options (repro.mjs); faults.js implements the others.
+SESSION_OPTION_FAULTS = frozenset({"ep-name-as-string"})
 
 
 def write_runner(request: ReproRequest) -> ReproRunner:
@@ -49,7 +49,7 @@ def write_runner(request: ReproRequest) -> ReproRunner:
                 "--local copies its files into the bundle"
             )
     script = None
-    if request.faults & SCRIPT_FAULTS:
+    if request.faults - SESSION_OPTION_FAULTS:
         shutil.copyfile(ASSETS / "faults.js", folder / "faults.js")
         files.append("faults.js")
         script = "./faults.js"

@@ -1,8 +1,12 @@
 // Reproduces one failing result with onnxruntime-web alone. repro.json lists the sessions to
 // create, in the order the suite created them ("steps"), and each model with its inputs and
 // onnxruntime CPU's outputs ("workloads"); the last step is the one judged, as the suite judges
-// it: capture against eager, against onnxruntime CPU, against earlier layouts' outputs, replays
-// against each other, and whether replays still create bind groups or write uniforms.
+// it: every run against eager's run of the same inputs and against onnxruntime CPU, against
+// earlier layouts' outputs, against earlier runs' inputs (a stale input) and other graphs' (a
+// wrong graph), replays against each other, and whether replays still create bind groups or
+// write uniforms. Each run gets the inputs its workload's `schedule` names, in the GPU buffers
+// the step's `buffers` say (the same ones rewritten, or a new one every run), on the graph
+// (gpu_graph_id) it names when the step records several.
 // Serve the folder (python3 -m http.server) and open index.html; ?faults=off runs the same
 // steps without the injected fault(s) a --with-fault bundle carries.
 
@@ -141,62 +145,126 @@ const identical = (a, b) =>
     return x.length === y.length && x.every((v, i) => Object.is(v, y[i]) || v === y[i]);
   });
 
-/** Graph capture needs its inputs in GPU buffers on ORT's device, the same buffers every run. */
-const gpuInput = (ort, spec, data) => {
-  const device = ort.env.webgpu.device;
-  const buffer = device.createBuffer({
-    size: Math.ceil(data.byteLength / 16) * 16 || 16,
-    usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
-  });
+const byteLength = (spec) =>
+  spec.dims.reduce((a, b) => a * b, 1) * TYPED_ARRAYS[spec.type].BYTES_PER_ELEMENT;
+
+/** A GPU buffer on ORT's device for a tensor `spec`. */
+const gpuBuffer = (ort, spec) => ort.env.webgpu.device.createBuffer({
+  size: Math.ceil(byteLength(spec) / 16) * 16 || 16,
+  usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
+});
+
+const writeInput = (ort, buffer, data) => {
   const padded = new Uint8Array(buffer.size);
   padded.set(new Uint8Array(data));
-  device.queue.writeBuffer(buffer, 0, padded);
-  return ort.Tensor.fromGpuBuffer(buffer, {dataType: spec.type, dims: spec.dims});
+  ort.env.webgpu.device.queue.writeBuffer(buffer, 0, padded);
 };
 
-/** What a failed session creation means, as the suite reads it. */
-const creationStatus = (capture, message) => {
-  if (capture && /capture/i.test(message)) {
-    return 'capture-unsupported';
-  }
-  if (/could not find an implementation|not implemented|unsupported op|no op registered/i
-      .test(message)) {
-    return 'unsupported-op';
-  }
-  return 'error';
+/** A pre-allocated output's bytes, copied through a mappable buffer. */
+const readOutput = async (ort, buffer, spec) => {
+  const device = ort.env.webgpu.device;
+  const size = Math.ceil(byteLength(spec) / 4) * 4 || 4;
+  const staging = device.createBuffer({size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST});
+  const encoder = device.createCommandEncoder();
+  encoder.copyBufferToBuffer(buffer, 0, staging, 0, size);
+  device.queue.submit([encoder.finish()]);
+  await staging.mapAsync(GPUMapMode.READ);
+  const data = staging.getMappedRange().slice(0, byteLength(spec));
+  staging.unmap();
+  staging.destroy();
+  return new TYPED_ARRAYS[spec.type](data);
 };
 
-const createSession = async (ort, workload, mode, faults) => {
+/**
+ * Graph capture needs its inputs in GPU buffers on ORT's device: each graph's are made on its
+ * first run and kept, as an application keeps them, or made again every run with
+ * `buffers.inputs` 'fresh'; likewise pre-allocated outputs (`buffers.outputs` not 'none'), typed
+ * and shaped as onnxruntime CPU's outputs.
+ */
+const graphTensors = (ort, entry, workload, step, graph, api) => {
+  const known = entry.graphs.get(graph);
+  const held = {...known};
+  if (!known || step.buffers.inputs === 'fresh') {
+    held.inputBuffers = workload.inputs.map((spec) => gpuBuffer(ort, spec));
+    api?.inputs(entry.name, graph, held.inputBuffers);
+    held.feeds = Object.fromEntries(workload.inputs.map((spec, i) => [
+      spec.name, ort.Tensor.fromGpuBuffer(held.inputBuffers[i], {dataType: spec.type, dims: spec.dims})]));
+  }
+  if (step.buffers.outputs !== 'none' && (!known || step.buffers.outputs === 'fresh')) {
+    held.fetches = {};
+    held.readers = {};
+    for (const spec of workload.cpu) {
+      const buffer = gpuBuffer(ort, spec);
+      held.readers[spec.name] = () => readOutput(ort, buffer, spec);
+      held.fetches[spec.name] = ort.Tensor.fromGpuBuffer(
+        buffer, {dataType: spec.type, dims: spec.dims, download: held.readers[spec.name]});
+    }
+  }
+  entry.graphs.set(graph, held);
+  return held;
+};
+
+/** One run's feeds (and pre-allocated fetches): CPU tensors, or the graph's GPU tensors with
+ * the run's inputs written into their buffers (capture). */
+const runArguments = async (ort, entry, workload, step, graph, variant, api) => {
+  const data = await Promise.all(variant.inputs.map((spec) => bytes(spec.bin)));
+  if (step.mode !== 'capture') {
+    return {feeds: Object.fromEntries(workload.inputs.map((spec, i) => [
+      spec.name, new ort.Tensor(spec.type, new TYPED_ARRAYS[spec.type](data[i]), spec.dims)]))};
+  }
+  const held = graphTensors(ort, entry, workload, step, graph, api);
+  held.inputBuffers.forEach((buffer, i) => writeInput(ort, buffer, data[i]));
+  return {feeds: held.feeds, fetches: held.fetches, readers: held.readers};
+};
+
+const createSession = async (ort, workload, step, name) => {
   const model = new Uint8Array(await bytes(workload.model));
-  const options = sessionOptions(workload, mode, faults.includes('ep-name-as-string'));
+  const options = sessionOptions(workload, step.mode, step.faults.includes('ep-name-as-string'));
   const session = await ort.InferenceSession.create(model, options);
-  const feeds = {};
-  for (const spec of workload.inputs) {
-    const data = await bytes(spec.bin);
-    feeds[spec.name] = mode === 'capture'
-      ? gpuInput(ort, spec, data)
-      : new ort.Tensor(spec.type, new TYPED_ARRAYS[spec.type](data), spec.dims);
-  }
-  return {session, feeds};
+  return {session, name, graphs: new Map()};
 };
 
-/** `runs` runs of a session, every run's outputs read back; what replays asked of WebGPU. */
-const runSession = async (entry, workload, runs, faults) => {
+/** What a failed run means: JSEP refuses a buffer it did not record with. */
+const runFailure = (step, index, graph, error) => {
+  const message = String(error && error.message ? error.message : error);
+  const where = step.graphs > 1 ? ` (gpu_graph_id ${graph})` : '';
+  const refused = step.mode === 'capture' && /graph capture mode is not supported/i.test(message);
+  return {status: refused ? 'capture-unsupported' : 'error', message: `run ${index + 1}${where}: ${message}`};
+};
+
+/**
+ * The workload's runs on a session (its `schedule`: each run's graph and inputs), every run's
+ * outputs read back; what replays (a graph's runs after its first) asked of WebGPU.
+ */
+const runSession = async (ort, entry, workload, step, api) => {
   const outputs = [];
   const replays = {bindGroups: 0, uniformWrites: 0};
-  for (let i = 0; i < runs; i++) {
+  const recorded = new Set();
+  for (const [i, [graph, v]] of workload.schedule.entries()) {
+    const {feeds, fetches, readers} =
+      await runArguments(ort, entry, workload, step, graph, workload.variants[v], api);
     const before = {...counts};
-    faults?.startRun();
-    const results = await entry.session.run(entry.feeds);
-    faults?.endRun();
-    if (i > 0) {
+    api?.startRun();
+    let results;
+    try {
+      results = await (step.graphs > 1
+        ? entry.session.run(feeds, fetches || workload.outputs, {extra: {gpu_graph_id: String(graph)}})
+        : entry.session.run(feeds, fetches || workload.outputs));
+    } catch (error) {
+      return runFailure(step, i, graph, error);
+    } finally {
+      api?.endRun();
+    }
+    if (recorded.has(graph)) {
       replays.bindGroups += counts.bindGroups - before.bindGroups;
       replays.uniformWrites += counts.uniformWrites - before.uniformWrites;
     }
+    recorded.add(graph);
     const run = {};
     for (const name of workload.outputs) {
       const tensor = results[name];
-      run[name] = {type: tensor.type, dims: tensor.dims, data: await tensor.getData()};
+      const data = readers ? await readers[name]() : await tensor.getData();
+      run[name] = {type: tensor.type, dims: tensor.dims, data};
     }
     outputs.push(run);
   }
@@ -208,14 +276,15 @@ const runStep = async (ort, manifest, step, index, sessions) => {
   const workload = manifest.workloads[step.workload];
   const faults = faultsOn ? step.faults : [];
   const api = faultsOn ? window.__webgpuFaults : undefined;
+  const name = `step ${index + 1}`;
   const started = performance.now();
   try {
     if (step.reuse === null) {
       if (step.mode === 'capture') {
-        api?.beginRecording(`step ${index}`, faults);
+        api?.beginRecording(name, faults, Math.max(2, step.graphs));
       }
       try {
-        sessions[index] = await createSession(ort, workload, step.mode, faults);
+        sessions[index] = await createSession(ort, workload, {...step, faults}, name);
       } catch (error) {
         const message = String(error && error.message ? error.message : error);
         return {status: creationStatus(step.mode === 'capture', message), message};
@@ -223,7 +292,7 @@ const runStep = async (ort, manifest, step, index, sessions) => {
     } else {
       sessions[index] = sessions[step.reuse];
     }
-    return await runSession(sessions[index], workload, manifest.runs, api);
+    return await runSession(ort, sessions[index], workload, step, api);
   } catch (error) {
     return {status: 'error', message: String(error && error.message ? error.message : error)};
   } finally {
@@ -236,56 +305,77 @@ const runStep = async (ort, manifest, step, index, sessions) => {
 
 const fmt = (value) => (Number.isFinite(value) ? value.toPrecision(3) : String(value));
 
+/** Each output within tolerance of `expected`, or, when not, ten times closer to it than
+ * `own` is (the suite's "fits better"): the error, or null. */
+const fitsBetter = (outputs, expected, ownError, tolerance) => {
+  const other = compareAll(outputs, expected, tolerance);
+  return other.ok || other.worst < ownError / 10 ? other.worst : null;
+};
+
 /** The suite's detectors on the judged step; every verdict that applies, with its reason. */
 const judge = async (manifest, results) => {
   const tolerance = manifest.tolerance;
   const step = manifest.steps[manifest.judge.step];
   const run = results[manifest.judge.step];
-  const found = [];
   if (run.status !== 'ok') {
     return [[run.status, run.message]];
   }
+  const found = [];
   const capture = step.mode === 'capture';
-  const last = (r) => r.runs[r.runs.length - 1];
-  const loadCpu = async (name) => Object.fromEntries(await Promise.all(
-    manifest.workloads[name].cpu.map(async (spec) => [spec.name, await tensorFile(spec)])));
-  const cpu = await loadCpu(step.workload);
+  const workload = manifest.workloads[step.workload];
+  const schedule = workload.schedule;
+  const several = new Set(schedule.map(([, v]) => v)).size > 1;
+  const which = (i) => (several ? ` (run ${i + 1})` : '');
+  const cpuOf = async (entry, v) => Object.fromEntries(await Promise.all(
+    entry.variants[v].cpu.map(async (spec) => [spec.name, await tensorFile(spec)])));
+  const cpu = await Promise.all(workload.variants.map((_, v) => cpuOf(workload, v)));
   const eagerRun = capture ? results[manifest.judge.eager] : run;
-  const eagerOk = eagerRun && eagerRun.status === 'ok';
-  const vsCpu = compareAll(last(run), cpu, tolerance);
+  const eagerOk = Boolean(eagerRun && eagerRun.status === 'ok');
+  // eager's output for variant v: its first run of those inputs
+  const eagerOf = (v) => (eagerOk ? eagerRun.runs[schedule.findIndex(([, w]) => w === v)] : null);
+  const expectedOf = (v) => eagerOf(v) || cpu[v];
+  const lastV = schedule[schedule.length - 1][1];
+  const last = run.runs[run.runs.length - 1];
+
+  const vsCpu = compareAll(last, cpu[lastV], tolerance);
   for (const [name, c] of Object.entries(vsCpu.each)) {
-    say(`output '${name}': ${step.mode} against onnxruntime CPU: max abs ${fmt(c.maxAbs)}, ` +
-        `${c.mismatched}/${c.total} outside tolerance`);
+    say(`output '${name}': ${step.mode}${which(run.runs.length - 1)} against onnxruntime CPU: ` +
+        `max abs ${fmt(c.maxAbs)}, ${c.mismatched}/${c.total} outside tolerance`);
   }
-  if (eagerOk) {
-    const eagerVsCpu = compareAll(last(eagerRun), cpu, tolerance);
-    if (!eagerVsCpu.ok) {
-      found.push(['reference-mismatch', `eager differs from onnxruntime CPU: max abs ${fmt(eagerVsCpu.worst)}`]);
+  if (eagerOk) { // every input's first eager run against onnxruntime CPU
+    const bad = workload.variants.map((_, v) => [v, compareAll(eagerOf(v), cpu[v], tolerance)])
+      .filter(([, c]) => !c.ok).sort((a, b) => b[1].worst - a[1].worst);
+    if (bad.length) {
+      const [v, c] = bad[0];
+      const at = schedule.findIndex(([, w]) => w === v);
+      found.push(['reference-mismatch', `eager${which(at)} differs from onnxruntime CPU: max abs ${fmt(c.worst)}`]);
     }
   }
   if (capture) {
-    const against = eagerOk ? last(eagerRun) : null;
-    const vsEager = against
-      ? compareAll(last(run), against, tolerance)
-      : compareAll(last(run), cpu, tolerance);
-    for (const [name, c] of Object.entries(vsEager.each)) {
-      say(`output '${name}': capture against ${against ? 'eager' : 'onnxruntime CPU'}: max abs ` +
-          `${fmt(c.maxAbs)}, ${c.mismatched}/${c.total} outside tolerance`);
+    const against = eagerOk ? 'eager' : 'onnxruntime CPU';
+    const each = run.runs.map((outputs, i) => compareAll(outputs, expectedOf(schedule[i][1]), tolerance));
+    each.forEach((c, i) => say(`run ${i + 1}${step.graphs > 1 ? ` (graph ${schedule[i][0]})` : ''}: ` +
+      `capture against ${against}: max abs ${fmt(c.worst)}${c.ok ? '' : ', outside tolerance'}`));
+    const worstRun = each.map((c, i) => [c, i]).filter(([c]) => !c.ok).sort((a, b) => b[0].worst - a[0].worst)[0];
+    if (worstRun) {
+      const [c, i] = worstRun;
+      found.push(['capture-mismatch', `capture differs from ${against}` +
+        `${run.runs.length > 1 ? ` in run ${i + 1} of ${run.runs.length}` : ''}: max abs ${fmt(c.worst)}`]);
     }
-    if (!vsEager.ok) {
-      found.push(['capture-mismatch', `capture differs from eager: max abs ${fmt(vsEager.worst)}`]);
-    }
-    // An earlier layout's outputs explain the capture's better than its own: a stale replay.
+    // An earlier layout's outputs explain the last run's better than its own: a stale replay.
     const earlier = [...new Set(manifest.steps
       .slice(0, manifest.judge.step)
       .filter((s) => s.mode === 'capture' && s.workload !== step.workload)
       .map((s) => s.workload))];
     if (!vsCpu.ok) {
       const fits = [];
+      const [graph, draw] = [workload.variants[lastV].graph, workload.variants[lastV].draw];
       for (const [order, name] of earlier.entries()) {
-        const other = compareAll(last(run), await loadCpu(name), tolerance);
-        if (other.ok || other.worst < vsCpu.worst / 10) {
-          fits.push([other.worst, order, manifest.workloads[name].layout]);
+        const other = manifest.workloads[name];
+        const v = other.variants.findIndex((x) => x.graph === graph && x.draw === draw);
+        const error = v < 0 ? null : fitsBetter(last, await cpuOf(other, v), vsCpu.worst, tolerance);
+        if (error !== null) {
+          fits.push([error, order, other.layout]);
         }
       }
       fits.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
@@ -295,14 +385,61 @@ const judge = async (manifest, results) => {
           `output (max abs ${fmt(error)}) better than its own (max abs ${fmt(vsCpu.worst)})`]);
       }
     }
+    // A replay whose output is an earlier run's inputs' output: of the same graph (a stale
+    // input), or of another graph (a wrong graph).
+    const crossed = (sameGraph) => {
+      for (const [i, outputs] of run.runs.entries()) {
+        const [graph, v] = schedule[i];
+        if (each[i].ok) {
+          continue;
+        }
+        const fits = [];
+        for (const [j, [otherGraph, w]] of schedule.slice(0, i).entries()) {
+          if (w !== v && (otherGraph === graph) === sameGraph) {
+            const error = fitsBetter(outputs, expectedOf(w), each[i].worst, tolerance);
+            if (error !== null) {
+              fits.push([error, j, otherGraph]);
+            }
+          }
+        }
+        fits.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+        if (fits.length) {
+          return [i, graph, ...fits[0]];
+        }
+      }
+      return null;
+    };
+    const wrongGraph = crossed(false);
+    if (wrongGraph) {
+      const [i, graph, error, j, other] = wrongGraph;
+      found.push(['wrong-graph', `run ${i + 1} (graph ${graph}) returned graph ${other}'s result: ` +
+        `it matches the output for run ${j + 1}'s inputs (max abs ${fmt(error)}) better than its own`]);
+    }
+    const staleInput = crossed(true);
+    if (staleInput) {
+      const [i, graph, error, j] = staleInput;
+      found.push(['stale-input', `run ${i + 1}${step.graphs > 1 ? ` (graph ${graph})` : ''} ` +
+        `returned the output for run ${j + 1}'s inputs (max abs ${fmt(error)}) rather than for its own`]);
+    }
     if (run.runs.length >= 2 && (run.replays.bindGroups || run.replays.uniformWrites)) {
       found.push(['capture-not-engaged', `replays created ${run.replays.bindGroups} bind ` +
         `groups and wrote uniforms ${run.replays.uniformWrites} times`]);
     }
   }
-  const repeats = capture ? run.runs.slice(1) : run.runs;
-  if (repeats.length >= 2 && !repeats.slice(1).every((r) => identical(repeats[0], r))) {
-    found.push(['nondeterministic', 'runs of the same input gave different outputs']);
+  // Runs of the same inputs agree bit for bit; under capture, replays only.
+  const recording = new Set(capture ? schedule.map(([graph]) => graph) : []);
+  const first = new Map();
+  for (const [i, outputs] of run.runs.entries()) {
+    const [graph, v] = schedule[i];
+    if (recording.delete(graph)) {
+      continue;
+    }
+    if (!first.has(v)) {
+      first.set(v, [i, outputs]);
+    } else if (!identical(first.get(v)[1], outputs)) {
+      found.push(['nondeterministic', `run ${i + 1} of the same input gave other outputs than run ${first.get(v)[0] + 1}`]);
+      break;
+    }
   }
   return found;
 };
