@@ -339,20 +339,24 @@ def _slice(node: Node, ins: list) -> OpPlan:
 
 @_op("Concat")
 def _concat(node: Node, ins: list) -> OpPlan:
+    """A zero-sized input of another rank than the first non-empty one contributes nothing and
+    is left out, as onnxruntime-web's op tests expect ("Concat zero-sized preserving dims")."""
     _require_same_type(node, *ins)
-    rank = len(ins[0].shape)
+    reference = next((t for t in ins if t.size), ins[0])
+    rank = len(reference.shape)
+    parts = [(i, t) for i, t in enumerate(ins) if t.size or len(t.shape) == rank]
     axis = _axis(int(node.attr("axis")), rank)
-    shape = list(ins[0].shape)
-    shape[axis] = sum(t.shape[axis] for t in ins)
+    shape = list(reference.shape)
+    shape[axis] = sum(t.shape[axis] for _, t in parts)
     target = contiguous_strides(shape)
     launches, start = [], 0
-    for position, part in enumerate(ins):
+    for operand, part in parts:
         if part.size:
             offset = start * target[axis]
             source = (contiguous_strides(part.shape), 0)
-            launches.append(_copy(node, part, part.shape, source, (target, offset), position))
+            launches.append(_copy(node, part, part.shape, source, (target, offset), operand))
         start += part.shape[axis]
-    return OpPlan((Tensor(tuple(shape), ins[0].dtype),), tuple(launches))
+    return OpPlan((Tensor(tuple(shape), reference.dtype),), tuple(launches))
 
 
 @_op("Gather")
