@@ -164,18 +164,25 @@ def _cpu_values(subject, names, options):
     return tuple(values)
 
 
-def _only_the_full_model_fails(subject, workload, earlier, options):
-    """A rerun where the cuts pass and the full model's capture is off by 0.25 in every run:
-    what a failure needing the whole model would look like."""
-    references = {v: compute_reference(workload, v) for v in workload.all_variants()}
-    offset = np.float32(0.25 if workload.key == subject.workload.key else 0)
-    feeds = workload.feeds(subject.runs)
-    eager = BackendRun(runs=tuple(references[f.variant] for f in feeds))
-    run = BackendRun(
-        runs=tuple({k: v + offset for k, v in references[f.variant].items()} for f in feeds)
-    )
-    evidence = Evidence(subject.case, run, references, feeds=feeds, eager=Twin(eager, feeds))
-    return Rerun(judge(evidence), run, eager, references, ())
+def _full_model_off_by(offset: float):
+    """A fake rerun: the cuts exact, the full model's capture off by `offset` in every run (what
+    a failure needing the whole model would look like; 0: a failure that did not come back)."""
+
+    def rerun(subject, workload, earlier, options):
+        references = {v: compute_reference(workload, v) for v in workload.all_variants()}
+        off = np.float32(offset if workload.key == subject.workload.key else 0)
+        feeds = workload.feeds(subject.runs)
+        eager = BackendRun(runs=tuple(references[f.variant] for f in feeds))
+        run = BackendRun(
+            runs=tuple({k: v + off for k, v in references[f.variant].items()} for f in feeds)
+        )
+        evidence = Evidence(subject.case, run, references, feeds=feeds, eager=Twin(eager, feeds))
+        return Rerun(judge(evidence), run, eager, references, ())
+
+    return rerun
+
+
+_only_the_full_model_fails = _full_model_off_by(0.25)
 
 
 def test_a_cut_that_no_longer_fails_falls_back_to_the_full_model_and_says_so(
@@ -230,20 +237,11 @@ def test_a_cut_that_no_longer_fails_falls_back_to_the_full_model_and_says_so(
     ).read_text()
 
 
-def _nothing_fails(subject, workload, earlier, options):
-    """A rerun in which every model passes: a failure that did not come back."""
-    references = {v: compute_reference(workload, v) for v in workload.all_variants()}
-    feeds = workload.feeds(subject.runs)
-    run = BackendRun(runs=tuple(references[f.variant] for f in feeds))
-    evidence = Evidence(subject.case, run, references, feeds=feeds, eager=Twin(run, feeds))
-    return Rerun(judge(evidence), run, run, references, ())
-
-
 def test_a_failure_the_rerun_does_not_show_is_bundled_and_said_with_exit_1(
     history, tmp_path, monkeypatch, capsys
 ):
     monkeypatch.setattr(make, "eager_values", _cpu_values)
-    monkeypatch.setattr(make, "rerun", _nothing_fails)
+    monkeypatch.setattr(make, "rerun", _full_model_off_by(0.0))
     folder = tmp_path / "bundle"
     code = cli.main(
         ["repro", "fa11ed000001", "--reports", str(history["out"]), "--out", str(folder)]

@@ -290,6 +290,12 @@ const runSession = async (entry, spec) => {
         outputBuffers.push(tracer.bufferId(tensor.gpuBuffer));
       }
       tensors.push([outputName, tensor, await (readers ? readers[outputName]() : tensor.getData())]);
+      if (!readers && tensor.location === 'gpu-buffer') {
+        // Released once read, as an application does when done with an output: a kept one
+        // holds its OrtValue on the wasm heap, which shifts where later runs' tensors land
+        // (a replay with pre-allocated outputs then fails: README, ort-fresh-buffers).
+        tensor.dispose();
+      }
     }
     times.push(ran + performance.now() - readStart);
     tracer.end();
