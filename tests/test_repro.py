@@ -185,15 +185,19 @@ def _full_model_off_by(offset: float):
 _only_the_full_model_fails = _full_model_off_by(0.25)
 
 
+def _repro_with(monkeypatch, rerun, history, folder) -> int:
+    """`repro` of the failing result through the CLI, the backend replaced by `rerun`."""
+    monkeypatch.setattr(make, "eager_values", _cpu_values)
+    monkeypatch.setattr(make, "rerun", rerun)
+    args = ["repro", "fa11ed000001", "--reports", str(history["out"]), "--out", str(folder)]
+    return cli.main(args)
+
+
 def test_a_cut_that_no_longer_fails_falls_back_to_the_full_model_and_says_so(
     history, tmp_path, monkeypatch, capsys
 ):
-    monkeypatch.setattr(make, "eager_values", _cpu_values)
-    monkeypatch.setattr(make, "rerun", _only_the_full_model_fails)
     folder = tmp_path / "bundle"
-    code = cli.main(
-        ["repro", "fa11ed000001", "--reports", str(history["out"]), "--out", str(folder)]
-    )
+    code = _repro_with(monkeypatch, _only_the_full_model_fails, history, folder)
     printed = capsys.readouterr()
     assert code == 0, printed.err
     assert "cutting at matmul (MatMul), first divergent node: 2 cut(s) to try" in printed.err
@@ -240,12 +244,8 @@ def test_a_cut_that_no_longer_fails_falls_back_to_the_full_model_and_says_so(
 def test_a_failure_the_rerun_does_not_show_is_bundled_and_said_with_exit_1(
     history, tmp_path, monkeypatch, capsys
 ):
-    monkeypatch.setattr(make, "eager_values", _cpu_values)
-    monkeypatch.setattr(make, "rerun", _full_model_off_by(0.0))
     folder = tmp_path / "bundle"
-    code = cli.main(
-        ["repro", "fa11ed000001", "--reports", str(history["out"]), "--out", str(folder)]
-    )
+    code = _repro_with(monkeypatch, _full_model_off_by(0.0), history, folder)
     printed = capsys.readouterr()
     assert code == 1, printed.err
     assert "not reproduced: the rerun gave pass, the result capture-mismatch" in printed.err
