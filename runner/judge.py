@@ -399,7 +399,8 @@ def capture_not_engaged(ev: Evidence) -> list[Finding]:
         return [
             Finding(
                 "capture-not-engaged",
-                f"the first run of graph {graphs} recorded nothing (no bind group created): "
+                f"the first run of graph {graphs} recorded nothing (it created no bind group, "
+                "or replayed): "
                 "the backend does not keep a graph per gpu_graph_id",
             )
         ]
@@ -411,6 +412,14 @@ def capture_not_engaged(ev: Evidence) -> list[Finding]:
                 "capture-not-engaged",
                 f"replays created {trace.replay_bind_groups_created}"
                 f" bind groups and wrote uniforms {trace.replay_uniform_writes} times",
+            )
+        ]
+    if trace.replay_reruns:
+        return [
+            Finding(
+                "capture-not-engaged",
+                f"{trace.replay_reruns} replays executed the model again: no captured graph "
+                "was replayed for them",
             )
         ]
     return []

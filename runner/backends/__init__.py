@@ -8,14 +8,19 @@ machine without a browser can run ``wgpu`` and vice versa.
 
 from __future__ import annotations
 
-from runner.backends import ortweb, reference, wgpu
+from runner.backends import ortnative, ortweb, reference, wgpu
 from runner.backends.base import Backend, BackendDescriptor, BackendOptions, BackendTarget, resolve
 from runner.backends.isolated import IsolatedBackend
 from runner.errors import InvalidInput
 
 REGISTRY: dict[str, BackendDescriptor] = {
     descriptor.name: descriptor
-    for descriptor in (reference.DESCRIPTOR, wgpu.DESCRIPTOR, ortweb.DESCRIPTOR)
+    for descriptor in (
+        reference.DESCRIPTOR,
+        wgpu.DESCRIPTOR,
+        ortweb.DESCRIPTOR,
+        ortnative.DESCRIPTOR,
+    )
 }
 
 
@@ -42,7 +47,7 @@ def open_backend(name: str, options: BackendOptions) -> Backend:
     """Create the named backend; raises EnvironmentUnusable if this machine cannot run it."""
     descriptor = REGISTRY[name]
     if descriptor.isolated:
-        return IsolatedBackend(descriptor, options)
+        return IsolatedBackend(descriptor.name, descriptor.factory, options)
     return resolve(descriptor.factory)(options)
 
 

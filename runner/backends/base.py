@@ -91,6 +91,9 @@ class Trace:
     buffers_created: int = 0
     replay_bind_groups_created: int = 0
     replay_uniform_writes: int = 0
+    # Replays that executed the model again, where the backend can tell a replay from a run
+    # without counting WebGPU calls (ort-native: onnxruntime logged no replay of the graph).
+    replay_reruns: int = 0
     errors: tuple[str, ...] = ()  # console errors, uncaptured WebGPU errors, device loss
     # Graphs (gpu_graph_id) whose first run created no bind group: nothing was recorded for
     # them, so their runs replayed another graph's capture (a build ignoring graph ids).
@@ -104,6 +107,7 @@ class Trace:
             "buffers_created": self.buffers_created,
             "replay_bind_groups_created": self.replay_bind_groups_created,
             "replay_uniform_writes": self.replay_uniform_writes,
+            "replay_reruns": self.replay_reruns,
             "errors": list(self.errors),
         }
 
@@ -144,6 +148,7 @@ class Diagnosis:
     ok: bool
     detail: str  # what was found, or what is wrong
     fix: str = ""  # how to fix it, where it is not ok
+    skips: bool = False  # not ok only skips the backend's cases: the machine is still usable
 
 
 @dataclass(frozen=True)

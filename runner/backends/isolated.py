@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import multiprocessing
 import signal
+import sys
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 from runner.backends.base import (
-    BackendDescriptor,
     BackendOptions,
     BackendRun,
     case_timeout,
@@ -32,9 +32,11 @@ GRACE_S = 10.0  # beyond the case timeout, which the backend enforces itself bet
 BOOT_TIMEOUT_S = 120.0
 
 
-def _serve(factory: str, options: BackendOptions, conn: Connection) -> None:
-    """The child: create the backend, then answer (method, args) requests until told to stop."""
+def _serve(factory: str, options: BackendOptions, conn: Connection, path: tuple[str, ...]) -> None:
+    """The child: create the backend, then answer (method, args) requests until told to stop.
+    `path` goes first on ``sys.path`` before the factory is imported (a version's packages)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it closes us
+    sys.path[:0] = path
     try:
         backend = resolve(factory)(options)
     except EnvironmentUnusable as unusable:
@@ -51,11 +53,13 @@ def _serve(factory: str, options: BackendOptions, conn: Connection) -> None:
 
 
 class IsolatedBackend:
-    """A Backend whose work happens in a child process running the descriptor's factory; the
-    parent never imports the factory's module."""
+    """A Backend whose work happens in a child process running `factory` ("module:attribute",
+    called with the options); the parent never imports the factory's module."""
 
-    def __init__(self, descriptor: BackendDescriptor, options: BackendOptions):
-        self.name, self.factory, self.options = descriptor.name, descriptor.factory, options
+    def __init__(
+        self, name: str, factory: str, options: BackendOptions, path: tuple[str, ...] = ()
+    ):
+        self.name, self.factory, self.options, self.path = name, factory, options, path
         self._context = multiprocessing.get_context("spawn")  # the parent may run threads
         self._child: multiprocessing.Process | None = None
         self._conn: Connection | None = None
@@ -65,7 +69,7 @@ class IsolatedBackend:
         """Spawn the child; it boots (imports, adapter, device) while the parent goes on."""
         self._conn, child_end = self._context.Pipe()
         self._child = self._context.Process(
-            target=_serve, args=(self.factory, self.options, child_end), daemon=True
+            target=_serve, args=(self.factory, self.options, child_end, self.path), daemon=True
         )
         self._child.start()
         child_end.close()

@@ -1,0 +1,75 @@
+"""``OrtNativeBackend``: the ``ort-native`` backend as the runner sees it, in the runner's own
+process. It imports no onnxruntime: each version runs in a child process of its own
+(``runner.backends.isolated``) whose ``sys.path`` starts with that version's environment
+(``environments``), where ``ep.EpBackend`` does the work. A version whose child finds no WebGPU
+EP device (a machine without a GPU) skips its cases with the reason; the run goes on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runner.backends.base import BackendOptions, BackendRun
+from runner.backends.isolated import IsolatedBackend
+from runner.backends.ortnative.environments import install
+from runner.backends.ortnative.versions import NativeVersion
+from runner.errors import EnvironmentUnusable
+from runner.matrix import Case
+from runner.workload import Workload
+
+NAME = "ort-native"
+CHILD_FACTORY = "runner.backends.ortnative.ep:EpBackend"
+
+
+def open_version(version: NativeVersion, options: BackendOptions) -> tuple[IsolatedBackend, dict]:
+    """A booted child running `version` and its environment (run.json); EnvironmentUnusable
+    when this machine cannot run it (no GPU, or the environment is not what it should be)."""
+    child = IsolatedBackend(NAME, CHILD_FACTORY, options, path=(str(install(version)),))
+    try:
+        environment = child.environment()
+    except EnvironmentUnusable:
+        child.close()
+        raise
+    ran = (environment["onnxruntime"], environment["onnxruntime_ep_webgpu"])
+    if ran != (version.ort, version.ep):
+        child.close()
+        raise EnvironmentUnusable(
+            f"{version.exact}'s environment ran onnxruntime {ran[0]} with onnxruntime-ep-webgpu "
+            f"{ran[1]}"
+        )
+    return child, environment
+
+
+class OrtNativeBackend:
+    name = NAME
+
+    def __init__(self, options: BackendOptions):
+        self.options = options
+        self._children: dict[str, IsolatedBackend] = {}
+        self._environments: dict[str, dict[str, Any]] = {}
+
+    def _child(self, exact: str) -> IsolatedBackend | None:
+        """The child of version `exact`, started on its first case; None if it cannot run."""
+        if exact not in self._environments:
+            try:
+                child, environment = open_version(NativeVersion.parse(exact), self.options)
+                self._children[exact] = child
+            except EnvironmentUnusable as unusable:
+                environment = {"unusable": str(unusable)}
+            self._environments[exact] = environment
+        return self._children.get(exact)
+
+    def environment(self) -> dict[str, Any]:
+        return {"versions": self._environments}
+
+    def run(self, case: Case, workload: Workload) -> BackendRun:
+        exact = NativeVersion.parse(case.backend.version).exact
+        child = self._child(exact)
+        if child is None:
+            return BackendRun("skipped", message=self._environments[exact]["unusable"])
+        return child.run(case, workload)
+
+    def close(self) -> None:
+        for child in self._children.values():
+            child.close()
+        self._children.clear()

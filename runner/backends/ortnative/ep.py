@@ -1,0 +1,330 @@
+"""``EpBackend``: cases on ONNX Runtime's WebGPU EP, in the child process of one version.
+
+Eager runs are what an application without capture does: numpy in, numpy out. Capture runs take
+the only path onnxruntime's Python API offers (microsoft/onnxruntime#32074): per graph, WebGPU
+OrtValues made by the session, written in place before each run (``update_inplace``), bound once
+to an IOBinding, run with the run option ``gpu_graph_id`` and read back with
+``copy_outputs_to_cpu``. The API refuses what a capture cannot honour, by design: a new buffer
+after a graph was captured (``buffers: {inputs: fresh}`` or ``{outputs: fresh}``), and outputs
+onnxruntime allocates itself, so ``outputs: none`` binds fixed outputs as ``rewrite`` does.
+Sessions stay alive until the next sequence begins, so a revisit replays an earlier capture.
+
+Every capture run is checked against onnxruntime's log (``replays``): a graph's first run must
+record, every later run must replay that graph.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from runner.backends.base import BackendOptions, BackendRun, Timings, Trace, case_timeout
+from runner.backends.ortnative.faults import (
+    CAPTURE_OPTION_DROPPED,
+    GRAPHS_SHARE_INPUTS,
+    INPUT_SNAPSHOT_AT_CAPTURE,
+    SHAPE_ONLY_CAPTURE_CACHE,
+)
+from runner.backends.ortnative.replays import (
+    LOG_SEVERITY_INFO,
+    logged_errors,
+    ort_log,
+    replayed_graphs,
+)
+from runner.errors import EnvironmentUnusable
+from runner.matrix import Case
+from runner.oracle import compute_reference
+from runner.skips import onnxruntime_lacks
+from runner.suite.spec import BufferModes
+from runner.workload import Workload
+
+WEBGPU_EP = "WebGpuExecutionProvider"
+CPU_EP = "CPUExecutionProvider"
+# ONNX Runtime's device discovery, not Dawn, decides: it offers the EP real GPUs only.
+NO_GPU = "no WebGPU EP device: ONNX Runtime found no GPU (lavapipe and SwiftShader do not count)"
+
+
+class Refused(Exception):
+    """onnxruntime's Python API refused a binding, as it does by design under capture."""
+
+
+@dataclass
+class GraphBinding:
+    """One captured graph's IOBinding and the values bound to it. ``written`` are the input
+    values the application writes each run (``bound`` unless a fault binds others)."""
+
+    io: Any
+    written: dict[str, Any]
+    outputs: dict[str, Any]
+    recorded: bool = False
+
+
+@dataclass
+class NativeSession:
+    session: Any
+    signature: tuple
+    graphs: dict[int, GraphBinding] = field(default_factory=dict)
+
+
+def signature(workload: Workload) -> tuple:
+    """Input and output names, shapes and types: what a shape-keyed capture cache would see."""
+    shapes = sorted((k, v.shape, str(v.dtype)) for k, v in workload.inputs.items())
+    return (tuple(shapes), workload.output_names)
+
+
+class EpBackend:
+    name = "ort-native"
+
+    def __init__(self, options: BackendOptions):
+        """``--adapter cpu`` runs the same bindings on onnxruntime's CPU EP, which captures
+        nothing (every capture case is then capture-not-engaged): a way to check a suite's
+        bindings and faults without a GPU. Any other ``--adapter`` picks the EP device whose
+        description holds it (a vendor, a PCI bus id)."""
+        self.options = options
+        on_cpu = (options.adapter or "").lower() == "cpu"
+        self.provider = CPU_EP if on_cpu else WEBGPU_EP
+        if not on_cpu:
+            import onnxruntime_ep_webgpu  # the plugin, from this version's environment
+
+            library = onnxruntime_ep_webgpu.get_library_path()
+            ort.register_execution_provider_library("webgpu", library)
+        self.device = self._pick_device(None if on_cpu else options.adapter)
+        self.memory = "cpu" if on_cpu else "webgpu"
+        self._sessions: dict[tuple[str, str], NativeSession] = {}
+        self._sequence: tuple | None = None
+
+    def _pick_device(self, preference: str | None):
+        devices = [d for d in ort.get_ep_devices() if d.ep_name == self.provider]
+        if preference:
+            devices = [d for d in devices if preference.lower() in describe(d).lower()]
+        if not devices:
+            listed = ", ".join(d.ep_name for d in ort.get_ep_devices()) or "none"
+            found = f"onnxruntime {ort.__version__} lists EP devices: {listed}"
+            if preference:
+                raise EnvironmentUnusable(f"no WebGPU EP device matching {preference!r} ({found})")
+            raise EnvironmentUnusable(f"{NO_GPU} ({found})")
+        return devices[0]
+
+    def environment(self) -> dict[str, Any]:
+        return {
+            "onnxruntime": ort.__version__,
+            "onnxruntime_ep_webgpu": _version("onnxruntime-ep-webgpu"),
+            "provider": self.provider,
+            "device": describe(self.device),
+            "faults": sorted(self.options.inject),
+        }
+
+    def close(self) -> None:
+        self._sessions.clear()
+
+    def run(self, case: Case, workload: Workload) -> BackendRun:
+        if case.sequence != self._sequence:  # earlier sequences' sessions go, as ort-web's do
+            self._sequence = case.sequence
+            self._sessions.clear()
+        faults = case.inject | self.options.inject
+        began = time.perf_counter()
+        key = (workload.key, case.mode)
+        native = self._sessions.get(key) if case.revisit else None
+        created = native is None
+        if created:
+            try:
+                with ort_log() as lines:
+                    native = NativeSession(
+                        self._create(case, workload, faults), signature(workload)
+                    )
+            except Exception as exc:
+                return _refusal(f"{type(exc).__name__}: {exc}", logged_errors(lines))
+            self._sessions[key] = native
+        try:
+            return self._runs(case, workload, native, faults, began, created)
+        except Refused as refused:
+            return BackendRun("capture-unsupported", message=str(refused))
+
+    def _create(self, case: Case, workload: Workload, faults: frozenset[str]):
+        options = ort.SessionOptions()
+        options.enable_mem_pattern = False  # the WebGPU EP's capture requires it
+        options.log_severity_level = LOG_SEVERITY_INFO
+        if not case.dynamic:
+            for dim, value in workload.shape.items():
+                options.add_free_dimension_override_by_name(dim, value)
+        capture = case.capture and CAPTURE_OPTION_DROPPED not in faults
+        provider_options = (
+            {"enableGraphCapture": "1"} if capture and self.provider == WEBGPU_EP else {}
+        )
+        options.add_provider_for_devices([self.device], provider_options)
+        return ort.InferenceSession(workload.model, sess_options=options)
+
+    def _runs(self, case, workload, native, faults, began_case, created) -> BackendRun:
+        session_ms = (time.perf_counter() - began_case) * 1e3
+        deadline = began_case + case_timeout(case, self.options)
+        feeds = workload.feeds(self.options.runs)
+        names = list(workload.output_names)
+        runs, times, replayed, errors = [], [], [], []
+        reruns, unrecorded = 0, set()
+        specs = _output_specs(workload) if case.capture else {}
+        for index, feed in enumerate(feeds):
+            inputs = workload.inputs_of(feed.variant)
+            began = time.perf_counter()
+            try:
+                with ort_log() as lines:
+                    if case.capture:
+                        binding = self._binding(native, feed.graph, inputs, specs, faults)
+                        records = not binding.recorded
+                        outputs = self._replay(
+                            native, feed.graph, binding, inputs, index, case.buffers, faults
+                        )
+                    else:
+                        values = native.session.run(names, dict(inputs))
+                        outputs = dict(zip(names, values, strict=True))
+            except Exception as exc:
+                if case.capture and isinstance(exc, ValueError):  # the Python API's guards
+                    raise Refused(f"run {index + 1}: {exc}") from None
+                message = f"run {index + 1}: {type(exc).__name__}: {exc}"
+                trace = Trace(errors=tuple(errors + logged_errors(lines)))
+                return BackendRun("error", runs=tuple(runs), message=message, trace=trace)
+            times.append((time.perf_counter() - began) * 1e3)
+            runs.append(outputs)
+            errors += logged_errors(lines)
+            if case.capture:
+                graphs = replayed_graphs(lines)
+                replayed.append(graphs)
+                if records and graphs and created:
+                    unrecorded.add(feed.graph)  # its first run replayed: nothing recorded
+                elif not records and feed.graph not in graphs:
+                    reruns += 1
+                binding.recorded = True
+            if time.perf_counter() > deadline:
+                break
+        timed_out = len(runs) < len(feeds)
+        timings = Timings(
+            session_ms=session_ms,
+            first_run_ms=times[0],
+            median_run_ms=statistics.median(times[1:]) if len(times) > 1 else None,
+            runs=len(times),
+        )
+        details: dict[str, Any] = {"session_created": created, "provider": self.provider}
+        if case.capture:
+            details["replayed_graphs"] = replayed
+        if faults:
+            details["faults"] = sorted(faults)
+        return BackendRun(
+            status="timeout" if timed_out else "ok",
+            runs=tuple(runs),
+            message=f"stopped after {len(runs)} runs: over the time limit" if timed_out else "",
+            timings=timings,
+            trace=Trace(
+                replay_reruns=reruns,
+                unrecorded_graphs=tuple(sorted(unrecorded)),
+                errors=tuple(errors),
+            ),
+            details=details,
+        )
+
+    def _value(self, native: NativeSession, shape, dtype) -> Any:
+        return native.session.create_ortvalue_from_shape_and_type(list(shape), dtype, self.memory)
+
+    def _binding(self, native, graph, inputs, specs, faults) -> GraphBinding:
+        """The graph's binding, made and bound on its first run."""
+        if graph in native.graphs:
+            return native.graphs[graph]
+        written = {name: self._value(native, a.shape, a.dtype) for name, a in inputs.items()}
+        bound = written
+        if INPUT_SNAPSHOT_AT_CAPTURE in faults:
+            bound = {name: self._value(native, a.shape, a.dtype) for name, a in inputs.items()}
+            for name, value in bound.items():
+                value.update_inplace(np.ascontiguousarray(inputs[name]))
+        if GRAPHS_SHARE_INPUTS in faults and graph > 0 and 0 in native.graphs:
+            bound = native.graphs[0].written
+        outputs = {name: self._value(native, *spec) for name, spec in specs.items()}
+        io = native.session.io_binding()
+        for name, value in bound.items():
+            io.bind_ortvalue_input(name, value)
+        for name, value in outputs.items():
+            io.bind_ortvalue_output(name, value)
+        native.graphs[graph] = GraphBinding(io, written, outputs)
+        return native.graphs[graph]
+
+    def _replay(self, native, graph, binding, inputs, index, buffers: BufferModes, faults):
+        """Write the run's inputs as `buffers` say, run the graph, read its outputs."""
+        if binding.recorded and buffers.inputs == "fresh":
+            binding.written = {n: self._value(native, a.shape, a.dtype) for n, a in inputs.items()}
+            for name, value in binding.written.items():
+                binding.io.bind_ortvalue_input(name, value)
+        if binding.recorded and buffers.outputs == "fresh":
+            binding.outputs = {
+                n: self._value(native, v.shape(), _NUMPY[v.data_type()])
+                for n, v in binding.outputs.items()
+            }
+            for name, value in binding.outputs.items():
+                binding.io.bind_ortvalue_output(name, value)
+        donor = self._donor(native) if SHAPE_ONLY_CAPTURE_CACHE in faults else None
+        borrowed = donor.graphs.get(graph) if donor and binding.recorded else None
+        target, session = (borrowed, donor.session) if borrowed else (binding, native.session)
+        for name, value in target.written.items():
+            value.update_inplace(np.ascontiguousarray(inputs[name]))
+        run_options = ort.RunOptions()
+        run_options.add_run_config_entry("gpu_graph_id", str(graph))
+        session.run_with_iobinding(target.io, run_options)
+        return dict(zip(target.outputs, target.io.copy_outputs_to_cpu(), strict=True))
+
+    def _donor(self, native: NativeSession) -> NativeSession | None:
+        """An earlier capture session of the sequence with `native`'s signature (the fault)."""
+        for other in self._sessions.values():
+            if other is native:
+                return None
+            if other.signature == native.signature and other.graphs:
+                return other
+        return None
+
+
+_NUMPY = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+    "tensor(uint32)": np.uint32,
+    "tensor(int8)": np.int8,
+    "tensor(uint8)": np.uint8,
+    "tensor(bool)": np.bool_,
+}
+
+
+def _output_specs(workload: Workload) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Each output's shape and type, for the values a capture binds before its first run:
+    static shapes make them the same every run, and onnxruntime on the CPU says what they are."""
+    return {name: (v.shape, v.dtype) for name, v in compute_reference(workload).items()}
+
+
+def _refusal(message: str, errors: list[str]) -> BackendRun:
+    """A session onnxruntime would not create: a missing kernel, a capture it cannot take."""
+    lacks = onnxruntime_lacks(message)
+    if lacks:
+        return BackendRun("unsupported-op", message=lacks)
+    status = "capture-unsupported" if "graph capture" in message else "error"
+    return BackendRun(status, message=message, trace=Trace(errors=tuple(errors)))
+
+
+def describe(device) -> str:
+    """An EP device in words: type, vendor, ids and what onnxruntime knows of it."""
+    hardware = device.device
+    facts: Mapping[str, str] = dict(hardware.metadata)
+    extra = ", ".join(f"{k} {v}" for k, v in facts.items())
+    vendor = hardware.vendor or f"vendor 0x{hardware.vendor_id:04x}"
+    kind = str(hardware.type).rsplit(".", 1)[-1]
+    return f"{device.ep_name} on {kind} {vendor} device 0x{hardware.device_id:04x}" + (
+        f" ({extra})" if extra else ""
+    )
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None

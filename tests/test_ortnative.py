@@ -1,0 +1,271 @@
+"""The ort-native backend: versions as onnxruntime + plugin pairs, their environments, the
+skip on a machine without a GPU, and its bindings and faults run for real on onnxruntime's CPU EP
+(``--adapter cpu``). Tests marked ``ort_gpu`` need a GPU that ONNX Runtime's WebGPU EP finds:
+``nox -s gpu`` runs them (README: GPU runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from runner.backends import REGISTRY
+from runner.backends.base import BackendOptions, VersionProblem
+from runner.backends.isolated import IsolatedBackend
+from runner.backends.ortnative import versions
+from runner.backends.ortnative.environments import install, site_for
+from runner.backends.ortnative.replays import logged_errors, ort_log, replayed_graphs
+from runner.backends.ortnative.versions import NativeVersion
+from runner.errors import InvalidInput
+from tests.conftest import REPO, regress
+
+# Two lines onnxruntime 1.32.0 logged on an NVIDIA H200 (a replay; a session's plan); the
+# second must not count.
+REPLAY_LOG = [
+    "2026-11-30 21:42:36.313447940 [I:onnxruntime:, inference_session.cc:3912 RunImpl] Replaying"
+    " the captured WebGpuExecutionProvider graph for this model with tag:  with graph annotation"
+    " id: 1",
+    "2026-11-30 21:42:36.311112607 [I:onnxruntime:, inference_session.cc:3285 operator()] This "
+    "session will use the graph capture feature as requested by the user with "
+    "WebGpuExecutionProvider.",
+    "2026-11-30 21:42:36.4 [E:onnxruntime:, sequential_executor.cc:572 ExecuteKernel] Non-zero "
+    "status code returned while running MatMul node.",
+]
+
+SUITE = """
+name: native
+models:
+  enc: {builtin: encoder, layers: 1, hidden: 16, heads: 2, ffn: 32}
+  two: {builtin: encoder, layers: 1, hidden: 16, heads: 2, ffn: 32, graphs: 2}
+shapes:
+  - {batch: 1, sequence: 8}
+layouts:
+  - label: base
+  - label: eps
+    values: {eps: 1.0e-2}
+backends: [ort-native]
+"""
+
+
+def results_of(out) -> dict[str, dict]:
+    """The stored results of the one run under `out`, by case id."""
+    (folder,) = (out / "runs").iterdir()
+    lines = (folder / "results.jsonl").read_text().splitlines()
+    return {r["case_id"]: r for r in map(json.loads, lines)}
+
+
+@pytest.mark.parametrize(
+    ("text", "exact"),
+    [
+        (None, f"{versions.PINNED_ORT}+ep{versions.PINNED_EP}"),
+        ("pinned", f"{versions.PINNED_ORT}+ep{versions.PINNED_EP}"),
+        ("1.31.1", f"1.31.1+ep{versions.PINNED_EP}"),
+        ("ep0.3.0", f"{versions.PINNED_ORT}+ep0.3.0"),
+        ("1.31.1+ep0.3.0", "1.31.1+ep0.3.0"),
+        ("1.33.0rc1+ep0.5.0", "1.33.0rc1+ep0.5.0"),
+    ],
+)
+def test_a_version_names_an_onnxruntime_and_plugin_pair(text, exact):
+    assert NativeVersion.parse(text).exact == exact
+    assert NativeVersion.parse(exact) == NativeVersion.parse(text)
+
+
+@pytest.mark.parametrize("text", ["", "latest", "ep", "1.31.1+0.3.0", "ep0.3.0+1.31.1", "v1.2"])
+def test_a_version_of_another_form_is_refused_with_the_forms(text):
+    with pytest.raises(VersionProblem) as refused:
+        NativeVersion.parse(text)
+    assert "pinned" in refused.value.expected and "1.31.1+ep0.3.0" in refused.value.expected
+
+
+def test_suites_name_versions_and_ids_carry_them(write_suite):
+    path = write_suite(
+        SUITE.replace("[ort-native]", "[{name: ort-native, version: [pinned, ep0.3.0]}]")
+    )
+    listed = regress("list", path)
+    assert listed.returncode == 0, listed.stderr
+    ids = listed.stdout.split()
+    assert "enc/batch=1,sequence=8/layout=base/ort-native@pinned/eager" in ids
+    assert "enc/batch=1,sequence=8/layout=base/ort-native@ep0.3.0/capture" in ids
+
+
+def test_a_bad_version_in_a_suite_is_exit_2_with_file_and_line(write_suite):
+    path = write_suite(SUITE.replace("[ort-native]", "[{name: ort-native, version: 'one.two'}]"))
+    proc = regress("validate", path)
+    assert proc.returncode == 2
+    assert f"{path}:11:" in proc.stderr and "ort-native version 'one.two'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_bisect_walks_the_component_that_differs(monkeypatch):
+    published = {
+        "onnxruntime": ["1.30.0", "1.31.0", "1.31.1", "1.32.0"],
+        "onnxruntime-ep-webgpu": ["0.1.0", "0.2.1", "0.3.0", "0.4.0"],
+    }
+    monkeypatch.setattr(versions, "published", published.__getitem__)
+    index = REGISTRY["ort-native"].history()
+    assert index.between("1.31.0+ep0.4.0", "1.32.0+ep0.4.0") == [
+        "1.31.0+ep0.4.0",
+        "1.31.1+ep0.4.0",
+        "1.32.0+ep0.4.0",
+    ]
+    assert index.between("ep0.2.1", "ep0.4.0") == [
+        f"{versions.PINNED_ORT}+ep{v}" for v in ("0.2.1", "0.3.0", "0.4.0")
+    ]
+    assert "v1.31.0...v1.32.0" in index.compare_url("1.31.0", "1.32.0")
+    with pytest.raises(InvalidInput, match="differ in both"):
+        index.between("1.31.0+ep0.3.0", "1.32.0+ep0.4.0")
+    with pytest.raises(InvalidInput, match="not a published version"):
+        index.between("1.29.9", "1.32.0")
+
+
+def test_replays_are_read_from_onnxruntimes_log_lines():
+    assert replayed_graphs(REPLAY_LOG) == [1]
+    assert logged_errors(REPLAY_LOG) == ["Non-zero status code returned while running MatMul node."]
+
+
+def test_the_log_of_a_block_is_what_was_written_to_descriptor_2():
+    with ort_log() as lines:
+        os.write(2, b"first\nsecond\n")
+    assert lines == ["first", "second"]
+
+
+def test_the_descriptor_imports_no_onnxruntime():
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, runner.backends; print('onnxruntime' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.stdout.strip() == "False", proc.stderr
+
+
+@pytest.mark.pypi
+@pytest.mark.skipif(os.environ.get("REGRESS_GPU_TESTS") == "1", reason="a GPU is promised here")
+def test_without_a_gpu_every_case_is_skipped_with_the_reason_and_the_run_is_green(
+    write_suite, tmp_path
+):
+    path = write_suite(SUITE)
+    proc = regress("run", path, "--out", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    results = results_of(tmp_path / "out")
+    assert len(results) == 10
+    for result in results.values():
+        assert result["verdict"] == "skipped"
+        assert result["message"].startswith("no WebGPU EP device: ONNX Runtime found no GPU")
+    checks = {check.check: check for check in REGISTRY["ort-native"].checks()}
+    assert checks["environment"].ok
+    assert not checks["WebGPU EP device"].ok and checks["WebGPU EP device"].skips
+
+
+@pytest.mark.pypi
+def test_bindings_and_faults_run_on_onnxruntimes_cpu_ep(write_suite, tmp_path):
+    """The capture path's bindings (fixed values written in place, a binding per graph) on the
+    CPU EP: outputs right for every run's inputs, each API-level fault seen by its detector,
+    and, since the CPU EP captures nothing, every replay seen re-executing the model."""
+    path = write_suite(SUITE)
+    clean = regress("run", path, "--adapter", "cpu", "--out", tmp_path / "clean")
+    results = results_of(tmp_path / "clean")
+    for case_id, result in results.items():
+        expected = {"capture-not-engaged"} if "/capture" in case_id else {"pass"}
+        assert set(result["verdicts"]) == expected, (case_id, result["message"])
+    assert clean.returncode == 1  # the capture cases: capture-not-engaged, expected pass
+    faults = {
+        "shape-only-capture-cache": (
+            "enc/batch=1,sequence=8/layout=eps/ort-native/capture",
+            "stale-layout",
+        ),
+        "input-snapshot-at-capture": (
+            "enc/batch=1,sequence=8/layout=base/ort-native/capture",
+            "stale-input",
+        ),
+        "graphs-share-inputs": (
+            "two/batch=1,sequence=8/layout=base/ort-native/capture",
+            "wrong-graph",
+        ),
+    }
+    for fault, (case_id, verdict) in faults.items():
+        out = tmp_path / fault
+        regress("run", path, "--adapter", "cpu", "--inject", fault, "--out", out)
+        results = results_of(out)
+        assert verdict in results[case_id]["verdicts"], (fault, results[case_id]["message"])
+        eager = results[case_id.replace("/capture", "/eager")]
+        assert eager["verdicts"] == ["pass"]
+
+
+@pytest.mark.pypi
+@pytest.mark.slow
+def test_each_version_installs_apart_and_runs_in_a_child_of_its_own(tmp_path, monkeypatch):
+    """The versions axis for real: onnxruntime 1.31.1 (not the runner's own) with the plugin,
+    installed by pip into the cache, imported only by the child that runs that version."""
+    monkeypatch.setenv("REGRESS_CACHE_DIR", str(tmp_path / "cache"))
+    version = NativeVersion.parse("1.31.1")
+    site = install(version)
+    assert site == site_for(version) and (site / "onnxruntime").is_dir()
+    child = IsolatedBackend(
+        "ort-native",
+        "runner.backends.ortnative.ep:EpBackend",
+        BackendOptions(adapter="cpu"),
+        path=(str(site),),
+    )
+    try:
+        environment = child.environment()
+    finally:
+        child.close()
+    assert (environment["onnxruntime"], environment["onnxruntime_ep_webgpu"]) == (
+        "1.31.1",
+        versions.PINNED_EP,
+    )
+
+
+# --- on a GPU (nox -s gpu) ---------------------------------------------------------------------
+
+
+@pytest.mark.ort_gpu
+def test_bundled_smoke_suite_captures_on_the_gpu(tmp_path):
+    proc = regress(
+        "run", REPO / "suites/smoke.yaml", "--filter", "backend=ort-native", "--out", tmp_path
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = results_of(tmp_path)
+    assert results and all(r["verdict"] == "pass" for r in results.values())
+    for case_id, result in results.items():
+        if "/capture" in case_id:
+            assert result["trace"]["replay_reruns"] == 0
+
+
+@pytest.mark.ort_gpu
+def test_canaries_are_caught_on_the_gpu(tmp_path):
+    proc = regress(
+        "run", REPO / "suites/canaries.yaml", "--filter", "backend=ort-native", "--out", tmp_path
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    verdicts = {r["verdict"] for r in results_of(tmp_path).values()}
+    assert {"stale-layout", "capture-not-engaged", "stale-input", "wrong-graph"} <= verdicts
+
+
+@pytest.mark.ort_gpu
+def test_a_new_buffer_after_capture_is_refused_by_the_api(tmp_path):
+    proc = regress(
+        "run",
+        REPO / "suites/bugs/ort-fresh-buffers.yaml",
+        "--backend",
+        "ort-native",
+        "--out",
+        tmp_path,
+    )
+    results = results_of(tmp_path)
+    fresh = [r for i, r in results.items() if i.startswith("fresh-") and i.endswith("/capture")]
+    assert len(fresh) == 2
+    for result in fresh:
+        assert result["verdict"] == "capture-unsupported"
+        assert "release_captured_graph" in result["message"]
+    kept = [r for i, r in results.items() if i.startswith("kept-")]
+    assert kept and all(r["verdict"] == "pass" for r in kept)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
