@@ -1,4 +1,4 @@
-"""Sessions: `regress` (the main job), `tests`, `lint`, `bench`.
+"""Sessions: `regress` (the main job), `tests`, `gpu` (on a machine with a GPU), `lint`, `bench`.
 
 `regress` and `tests` install what they need: Python packages into the session's virtualenv
 and, when run as root on Debian, Chromium, lavapipe and Node.js with npm (the runner installs
@@ -114,6 +114,20 @@ def tests(session: nox.Session) -> None:
     install_system_packages(session)
     install_project(session, ".[test]")
     session.run("pytest", *session.posargs)
+
+
+@nox.session
+def gpu(session: nox.Session) -> None:
+    """On a machine with a GPU: the tests that need one (ort-native on ONNX Runtime's WebGPU EP,
+    wgpu on the GPU's own adapter), then the bundled suites on ort-native into reports/gpu/.
+    Extra arguments go to pytest."""
+    install_project(session, ".[test]")
+    session.run("pytest", "-m", "ort_gpu or gpu", *session.posargs, env={"REGRESS_GPU_TESTS": "1"})
+    out = ["--out", "reports/gpu", "--report"]
+    try:
+        session.run("python", "-m", "runner", "run", "suites", "--backend", "ort-native", *out)
+    except nox.command.CommandFailed as exc:
+        raise SystemExit(getattr(exc, "return_code", None) or 1) from None
 
 
 @nox.session

@@ -27,8 +27,8 @@ def results(folders: list[Path]) -> list[dict]:
 
 
 def backend_of(result: dict) -> str:
-    """``name[@version][:build]``: runs of several versions count apart."""
-    name, version = result["backend"], result.get("version")
+    """``name[@exact version][:build]``: runs of several versions count apart."""
+    name, version = result["backend"].split("@")[0], result.get("version")
     name = f"{name}@{version}" if version else name
     return f"{name}:{result['bundle']}" if result.get("bundle") else name
 

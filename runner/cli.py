@@ -129,7 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FAULT",
         help="inject a named fault to prove the detectors (see `doctor`)",
     )
-    run.add_argument("--adapter", help="wgpu adapter: name substring or backend type")
+    run.add_argument(
+        "--adapter",
+        help="wgpu adapter: name substring or backend type; ort-native: a substring of the EP "
+        "device (vendor, PCI bus id), or cpu for onnxruntime's CPU EP (no capture)",
+    )
     run.add_argument("--chromium", help="Chromium executable for ort-web (or $REGRESS_CHROMIUM)")
     run.add_argument(
         "--no-localize",
@@ -261,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     bisect.add_argument("--runs", type=int, default=3, help="runs per case (default 3)")
     bisect.add_argument("--timeout", type=float, help="seconds per case (default: the suite's)")
     bisect.add_argument("--chromium", help="Chromium executable for ort-web")
+    bisect.add_argument("--adapter", help="wgpu adapter; ort-native: an EP device, or cpu")
 
     commands.add_parser("doctor", help="say what this machine offers and how to fix what is not")
     return parser
@@ -582,7 +587,9 @@ def cmd_bisect(args: argparse.Namespace) -> ExitCode:
     from runner.bisect import bisect_versions, find_case
 
     suite, case = find_case(load_suites(args.suites, args.tag), args.case_id)
-    options = BackendOptions(runs=args.runs, timeout_s=args.timeout, chromium=args.chromium)
+    options = BackendOptions(
+        runs=args.runs, timeout_s=args.timeout, chromium=args.chromium, adapter=args.adapter
+    )
     found = bisect_versions(suite, case, args.good, args.bad, args.out, options, console.print)
     last, first = found.last_agreeing, found.first_differing
     console.print(

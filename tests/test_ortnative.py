@@ -269,3 +269,30 @@ def test_a_new_buffer_after_capture_is_refused_by_the_api(tmp_path):
     kept = [r for i, r in results.items() if i.startswith("kept-")]
     assert kept and all(r["verdict"] == "pass" for r in kept)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.pypi
+def test_bisect_probes_plugin_versions_from_pypi_each_in_its_environment(write_suite, tmp_path):
+    """A real bisect over onnxruntime-ep-webgpu 0.2.1 .. 0.4.0 (PyPI's list, each version
+    installed), on the CPU EP: every probe runs, and none differs from the first."""
+    path = write_suite(
+        """
+        name: one
+        models: {enc: {builtin: encoder, layers: 1, hidden: 16, heads: 2, ffn: 32}}
+        shapes: [{batch: 1, sequence: 8}]
+        backends: [ort-native]
+        """
+    )
+    case = "enc/batch=1,sequence=8/layout=default/ort-native/capture"
+    proc = regress(
+        "bisect", case, path, "--good", "ep0.2.1", "--bad", "ep0.4.0", "--adapter", "cpu",
+        "--out", tmp_path / "out", env={"REGRESS_CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 1, said  # nothing differs
+    pin = versions.PINNED_ORT
+    assert f"3 probe(s) over 3 versions ({pin}+ep0.2.1 .. {pin}+ep0.4.0)" in said
+    assert f"{pin}+ep0.3.0: capture-not-engaged" in said
+    assert sorted(p.name for p in (tmp_path / "cache/ort-native").iterdir()) == [
+        f"{pin}+ep{v}" for v in ("0.2.1", "0.3.0", "0.4.0")
+    ]
