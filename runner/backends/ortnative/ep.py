@@ -178,7 +178,7 @@ class EpBackend:
                         binding = self._binding(native, feed.graph, inputs, specs, faults)
                         records = not binding.recorded
                         outputs = self._replay(
-                            native, feed.graph, binding, inputs, index, case.buffers, faults
+                            native, feed.graph, binding, inputs, case.buffers, faults
                         )
                     else:
                         values = native.session.run(names, dict(inputs))
@@ -251,7 +251,7 @@ class EpBackend:
         native.graphs[graph] = GraphBinding(io, written, outputs)
         return native.graphs[graph]
 
-    def _replay(self, native, graph, binding, inputs, index, buffers: BufferModes, faults):
+    def _replay(self, native, graph, binding, inputs, buffers: BufferModes, faults):
         """Write the run's inputs as `buffers` say, run the graph, read its outputs."""
         if binding.recorded and buffers.inputs == "fresh":
             binding.written = {n: self._value(native, a.shape, a.dtype) for n, a in inputs.items()}
