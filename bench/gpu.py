@@ -11,6 +11,7 @@ one machine: read the ratios.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import sys
 from collections import Counter, defaultdict
@@ -28,9 +29,9 @@ def results(folders: list[Path]) -> list[dict]:
 
 def backend_of(result: dict) -> str:
     """``name[@exact version][:build]``: runs of several versions count apart."""
-    name, version = result["backend"].split("@")[0], result.get("version")
-    name = f"{name}@{version}" if version else name
-    return f"{name}:{result['bundle']}" if result.get("bundle") else name
+    name, _, build = re.sub(r"@[^:]*", "", result["backend"]).partition(":")
+    name = f"{name}@{result['version']}" if result.get("version") else name
+    return f"{name}:{build}" if build else name
 
 
 def rows(found: list[dict]) -> list[str]:
