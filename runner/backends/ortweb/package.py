@@ -166,11 +166,11 @@ def _install(version: str, folder: Path) -> None:
 
 
 def prepare_run(targets: Sequence[BackendTarget], say: Callable[[str], None]) -> dict[str, Any]:
-    """Install every version the run's targets need (run.json: what each label ran)."""
+    """Install every version the run's targets need (run.json: what each spelling ran)."""
     labels = {}
     for target in targets:
         version = target.version or pinned_version()  # a target made without one: the pin
-        label = target.label or version
+        label = target.declared or version
         if not version.startswith("file:") and not (versions_folder() / version).is_dir():
             say(f"installing onnxruntime-web {version} into {versions_folder()} (npm)")
         package_for(version)
