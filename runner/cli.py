@@ -1,6 +1,6 @@
 """``python -m runner`` / ``regress``: a short pipeline of small functions per command.
 
-Exit codes (README): 0 every verdict as expected; 1 some verdict unexpected (or the run
+Exit codes (docs/ci.md): 0 every verdict as expected; 1 some verdict unexpected (or the run
 stopped early: --maxfail, --run-timeout); 2 invalid input; 3 environment unusable; 5 no case
 selected; 130 interrupted.
 """

@@ -1,6 +1,6 @@
-"""The layout the README's "Architecture" and "Adding a backend" describe, checked on the code:
-backend facts live in their descriptors, the schemas' vocabularies in one `$defs` entry each,
-and the modules import one another without cycles."""
+"""The layout docs/architecture.md and docs/backends.md ("Adding a backend") describe, checked
+on the code: backend facts live in their descriptors, the schemas' vocabularies in one `$defs`
+entry each, and the modules import one another without cycles."""
 
 from __future__ import annotations
 
