@@ -32,8 +32,8 @@ from runner.suite.spec import (
     mode_name,
 )
 
-# What a run makes of the suites' targets: each with its exact version (asking a registry where
-# it must) and labelled for the run's ids (``runner.backends.resolve_targets``).
+# Each of the given targets with its exact version, asking a registry where it must
+# (``runner.backends.resolve_targets``; the matrix itself knows no backend).
 Resolver = Callable[[Iterable[BackendTarget]], Mapping[BackendTarget, BackendTarget]]
 
 

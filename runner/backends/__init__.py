@@ -47,11 +47,6 @@ def resolve_targets(targets: Iterable[BackendTarget]) -> dict[BackendTarget, Bac
     return {target: REGISTRY[target.name].resolved(target) for target in dict.fromkeys(targets)}
 
 
-def unresolved(target: BackendTarget) -> bool:
-    """Whether `target`'s exact version is still to be asked of a registry."""
-    return REGISTRY[target.name].unresolved(target)
-
-
 def open_backend(name: str, options: BackendOptions) -> Backend:
     """Create the named backend; raises EnvironmentUnusable if this machine cannot run it."""
     descriptor = REGISTRY[name]
@@ -66,5 +61,4 @@ __all__ = [
     "open_backend",
     "parse_backend",
     "resolve_targets",
-    "unresolved",
 ]

@@ -295,12 +295,8 @@ class BackendDescriptor:
             except VersionProblem as problem:
                 problems.append((where, str(problem), problem.expected))
                 continue
-            exact = found.exact if found else None
-            if (
-                text in {t for t, _ in versions}
-                or exact
-                and exact in {v.exact for _, v in versions if v}
-            ):
+            exact = {v.exact for _, v in versions if v}
+            if text in {t for t, _ in versions} or (found and found.exact in exact):
                 message = f"{text} names a version the list names already"
                 problems.append((where, message, "distinct versions"))
                 continue
@@ -365,8 +361,8 @@ class BackendDescriptor:
     ) -> tuple[BackendTarget, ...]:
         """`targets` of this backend on each of the versions `texts` names instead of their own
         (``--NAME-version``); others as they are. Raises InvalidInput."""
-        try:
-            swapped = self.targets({"version": list(texts)}, Path.cwd())
+        try:  # one target per version, the build left out: each target keeps its own
+            swapped = self.targets({"version": list(texts), "bundle": []}, Path.cwd())
         except TargetProblem as problem:
             raise InvalidInput(f"--{self.name}-version: {problem}") from None
         replaced = []
@@ -377,6 +373,5 @@ class BackendDescriptor:
             replaced += [
                 dataclasses.replace(target, version=v.version, declared=v.declared, source=None)
                 for v in swapped
-                if v.bundle == swapped[0].bundle
             ]
         return tuple(dict.fromkeys(replaced))
