@@ -96,7 +96,7 @@ def _filters_and_options(posargs: list[str], value_options: set[str]) -> list[st
 def regress(session: nox.Session) -> None:
     """Run the bundled suites and build reports/. Bare extra arguments are filters.
 
-    Exits with the runner's own code (README: Exit codes) where nox would say 1 for any
+    Exits with the runner's own code (docs/ci.md: Exit codes) where nox would say 1 for any
     failure, so that CI tells "no cases selected" (5) from unexpected verdicts (1).
     """
     install_system_packages(session)
@@ -139,7 +139,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Suite throughput against a naive harness (the README's table); not run by the tests."""
+    """Suite throughput against a naive harness (docs/throughput.md); not run by the tests."""
     install_system_packages(session)
     install_project(session, ".")
     session.run("python", "bench/bench.py", *session.posargs)

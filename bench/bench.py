@@ -36,11 +36,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from runner.backends import resolve_targets  # noqa: E402
 from runner.backends.base import BackendOptions  # noqa: E402
 from runner.backends.ortweb.backend import OrtWebBackend  # noqa: E402
 from runner.backends.ortweb.browser import descendant_pids  # noqa: E402
 from runner.judge import Evidence, judge  # noqa: E402
-from runner.matrix import expand_matrix  # noqa: E402
+from runner.matrix import select_resolved  # noqa: E402
 from runner.oracle import compute_reference  # noqa: E402
 from runner.pipeline import execute  # noqa: E402
 from runner.report.junit import case_seconds  # noqa: E402
@@ -129,7 +130,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     options = BackendOptions(runs=3)
-    cases = expand_matrix(load_suites([Path(s) for s in args.suites]))
+    cases = select_resolved(load_suites([Path(s) for s in args.suites]), [], resolve_targets)
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         work = Path(tmp)
         cold, cold_s = timed_execute(cases, work / "reports", options)

@@ -82,7 +82,8 @@ def bisect_versions(
     descriptor = REGISTRY[case.backend.name]
     history = descriptor.history()
     good_target, bad_target = (
-        descriptor.with_versions([case.backend], [text])[0] for text in (good, bad)
+        descriptor.resolved(descriptor.with_versions([case.backend], [text])[0])
+        for text in (good, bad)
     )
     candidates = history.between(good_target.version, bad_target.version)
     if len(candidates) < 2:

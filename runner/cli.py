@@ -1,6 +1,6 @@
 """``python -m runner`` / ``regress``: a short pipeline of small functions per command.
 
-Exit codes (README): 0 every verdict as expected; 1 some verdict unexpected (or the run
+Exit codes (docs/ci.md): 0 every verdict as expected; 1 some verdict unexpected (or the run
 stopped early: --maxfail, --run-timeout); 2 invalid input; 3 environment unusable; 5 no case
 selected; 130 interrupted.
 """
@@ -23,14 +23,14 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from runner.backends import REGISTRY, backend_ids, parse_backend
-from runner.backends.base import BackendDescriptor, BackendOptions, label_versions
+from runner.backends import REGISTRY, backend_ids, parse_backend, resolve_targets
+from runner.backends.base import BackendDescriptor, BackendOptions
 from runner.errors import EnvironmentUnusable, ExitCode, InvalidInput
 from runner.matrix import (
     Case,
     expand_matrix,
     parse_shard,
-    select_cases,
+    select_resolved,
     shard_cases,
     with_predecessors,
 )
@@ -274,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _retarget(suite: Suite, backends: Sequence[str]) -> Suite:
     """The suite with its backends replaced by those named on the command line."""
     targets = [target for text in backends for target in parse_backend(text)]
-    return dataclasses.replace(suite, backends=label_versions(tuple(dict.fromkeys(targets))))
+    return dataclasses.replace(suite, backends=tuple(dict.fromkeys(targets)))
 
 
 def versioned_backends() -> list[BackendDescriptor]:
@@ -296,7 +296,7 @@ def select(args: argparse.Namespace) -> list[Case]:
     if args.backend:
         suites = [_retarget(suite, args.backend) for suite in suites]
     suites = [_version_override(suite, args) for suite in suites]
-    cases = select_cases(expand_matrix(suites), args.filter)
+    cases = select_resolved(suites, args.filter, resolve_targets)
     if args.shard:
         try:
             cases = shard_cases(cases, *parse_shard(args.shard))
@@ -306,8 +306,12 @@ def select(args: argparse.Namespace) -> list[Case]:
 
 
 def cmd_validate(args: argparse.Namespace) -> ExitCode:
+    """Files only, never the network: a version only a registry knows is said to be unchecked."""
     suites = load_suites(args.suites, args.tag)
     cases = expand_matrix(suites)
+    for suite in suites:
+        for note in suite.unchecked:
+            print(f"note: {note}", file=sys.stderr)
     print(f"ok: {len(suites)} suite(s), {len(cases)} case(s)")
     return ExitCode.OK
 

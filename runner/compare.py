@@ -20,17 +20,31 @@ class Comparison:
     max_rel: float
     mismatched: int  # elements outside tolerance
     total: int
-    shape_ok: bool = True
+    # (actual, expected) where the shapes differ: then no element is compared, and an empty
+    # output is wrong by its shape alone
+    shapes: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+
+    @property
+    def shape_ok(self) -> bool:
+        return self.shapes is None
 
     @property
     def ok(self) -> bool:
         return self.shape_ok and self.mismatched == 0
 
+    def describe(self) -> str:
+        """What differs, in words: both shapes, or how many elements and by how much."""
+        if self.shapes is not None:
+            actual, expected = self.shapes
+            return f"shape {list(actual)} where {list(expected)} was expected"
+        return f"{self.mismatched}/{self.total} elements, max abs {self.max_abs:.3g}"
+
 
 def compare(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -> Comparison:
     actual, expected = np.asarray(actual), np.asarray(expected)
     if actual.shape != expected.shape:
-        return Comparison(float("inf"), float("inf"), expected.size, expected.size, False)
+        shapes = (actual.shape, expected.shape)
+        return Comparison(float("inf"), float("inf"), expected.size, expected.size, shapes)
     if expected.size == 0:
         return Comparison(0.0, 0.0, 0, 0)
     a = actual.astype(np.float64).ravel()

@@ -1,6 +1,6 @@
 """Exit codes and the errors that map onto them.
 
-Every user-facing failure ends in one of these exit codes (documented in the README); the CLI
+Every user-facing failure ends in one of these exit codes (documented in docs/ci.md); the CLI
 turns the exceptions below into messages, never tracebacks.
 """
 

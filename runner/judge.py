@@ -132,10 +132,6 @@ def _worst_mismatch(comparisons: Mapping[str, Comparison]) -> tuple[str, Compari
     return max(bad.items(), key=lambda item: item[1].max_abs) if bad else None
 
 
-def _describe(c: Comparison) -> str:
-    return f"{c.mismatched}/{c.total} elements, max abs {c.max_abs:.3g}"
-
-
 def _distinct_runs(feeds: tuple[Feed, ...]) -> Iterator[tuple[int, Feed]]:
     """The first run of each input variant."""
     seen: set[Variant] = set()
@@ -173,7 +169,7 @@ def reference_mismatch(ev: Evidence) -> list[Finding]:
         Finding(
             "reference-mismatch",
             f"{_who(ev)} differs from onnxruntime CPU on {name!r}{_run_note(index, feeds)}: "
-            f"{_describe(c)}",
+            f"{c.describe()}",
         )
     ]
 
@@ -212,11 +208,11 @@ def expected_mismatch(ev: Evidence) -> list[Finding]:
     if file_vs_cpu is not None:
         name, c = file_vs_cpu
         note = (
-            f"the file's expected output disagrees with onnxruntime CPU on {name!r}: {_describe(c)}"
+            f"the file's expected output disagrees with onnxruntime CPU on {name!r}: {c.describe()}"
         )
     if vs_file is not None:
         name, c = vs_file
-        message = f"{_who(ev)} differs from the file's expected output on {name!r}: {_describe(c)}"
+        message = f"{_who(ev)} differs from the file's expected output on {name!r}: {c.describe()}"
         return [Finding("expected-mismatch", "; ".join(filter(None, (message, note))))]
     if note and reference_mismatch(ev):  # the backend sides with the file, not the oracle
         return [Finding("reference-mismatch", f"{note}, and the {_who(ev)} agrees with the file")]
@@ -253,8 +249,7 @@ def capture_mismatch(ev: Evidence) -> list[Finding]:
     return [
         Finding(
             "capture-mismatch",
-            f"capture output {name!r} differs from {what}{where}: "
-            f"{c.mismatched}/{c.total} elements, max abs {c.max_abs:.3g}",
+            f"capture output {name!r} differs from {what}{where}: {c.describe()}",
         )
     ]
 

@@ -11,7 +11,7 @@ import dataclasses
 import fnmatch
 import itertools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +28,13 @@ from runner.suite.spec import (
     Tolerance,
     cell_values,
     entry_matches,
+    label_versions,
     mode_name,
 )
+
+# Each of the given targets with its exact version, asking a registry where it must
+# (``runner.backends.resolve_targets``; the matrix itself knows no backend).
+Resolver = Callable[[Iterable[BackendTarget]], Mapping[BackendTarget, BackendTarget]]
 
 
 @dataclass(frozen=True)
@@ -141,7 +146,12 @@ def _rule_matches(match: Mapping[str, Any], fields: Mapping[str, str]) -> bool:
     return all(fnmatch.fnmatchcase(fields.get(k, ""), str(v)) for k, v in match.items())
 
 
-def expand_suite(suite: Suite) -> list[Case]:
+def expand_suite(
+    suite: Suite, targets: Mapping[BackendTarget, BackendTarget] | None = None
+) -> list[Case]:
+    """The suite's cases; `targets` replaces its targets as the run resolved and labelled them
+    (``include`` and ``exclude`` name the suite's own, ``cases:`` rules see the run's)."""
+    targets = targets or {}
     cases = []
     for model, shape, layout, backend, mode, extras in suite_cells(suite):
         case = Case(
@@ -149,7 +159,7 @@ def expand_suite(suite: Suite) -> list[Case]:
             model,
             shape,
             layout,
-            backend,
+            targets.get(backend, backend),
             mode == "capture",
             suite.tolerance,
             dynamic=mode == "dynamic",
@@ -160,7 +170,11 @@ def expand_suite(suite: Suite) -> list[Case]:
             case = dataclasses.replace(case, tolerance=Tolerance(**extras["tolerance"]))
         cases.append(case)
     order = {name: i for i, name in enumerate(m.name for m in suite.models)}
-    cases.sort(key=lambda c: _sort_key(c, suite, order))
+    versions: dict[str, list[str | None]] = {}  # each backend's, in the suite's order
+    for target in (targets.get(b, b) for b in suite.backends):
+        if target.version not in versions.setdefault(target.name, []):
+            versions[target.name].append(target.version)
+    cases.sort(key=lambda c: _sort_key(c, suite, order, versions[c.backend.name]))
     return [_apply_rules(case, suite) for case in _with_revisits(cases)]
 
 
@@ -178,7 +192,8 @@ def _with_revisits(cases: list[Case]) -> list[Case]:
 
 def _apply_rules(case: Case, suite: Suite) -> Case:
     for rule in suite.cases:  # the last matching rule wins, like later CSS rules
-        if _rule_matches(rule.match, case.fields()):
+        reaches = rule.reaches(case.backend.build_id, suite.own_builds)
+        if reaches and _rule_matches(rule.match, case.fields()):
             case = dataclasses.replace(
                 case,
                 expectation=rule.expectation,
@@ -190,10 +205,9 @@ def _apply_rules(case: Case, suite: Suite) -> Case:
     return case
 
 
-def _sort_key(case: Case, suite: Suite, model_order: Mapping[str, int]):
+def _sort_key(case: Case, suite: Suite, model_order: Mapping[str, int], versions: list):
     """A backend's versions outermost (it loads one version's builds at a time), then the
     suite's models and shapes, backends, then layouts in order, each eager then capture."""
-    versions = list(dict.fromkeys(b.version for b in suite.backends if b.name == case.backend.name))
     version_index = versions.index(case.backend.version) if case.backend.version in versions else 0
     layout_index = [layout.label for layout in suite.layouts].index(case.layout.label)
     shapes = case.model.shapes or suite.shapes
@@ -209,27 +223,61 @@ def _sort_key(case: Case, suite: Suite, model_order: Mapping[str, int]):
     )
 
 
-def expand_matrix(suites: Iterable[Suite]) -> list[Case]:
+def expand_matrix(
+    suites: Iterable[Suite], targets: Mapping[BackendTarget, BackendTarget] | None = None
+) -> list[Case]:
     """Every case of every suite, in a deterministic order; ids are unique."""
-    return [case for suite in suites for case in expand_suite(suite)]
+    return [case for suite in suites for case in expand_suite(suite, targets)]
 
 
-def select_cases(cases: Iterable[Case], filters: Iterable[str]) -> list[Case]:
-    """Keep cases matching every filter: ``key=glob`` on a field, otherwise a glob on the id."""
+def select_cases(
+    cases: Iterable[Case], filters: Iterable[str], unsure_of_versions: bool = False
+) -> list[Case]:
+    """Keep cases matching every filter: ``key=glob`` on a field, otherwise a glob on the id.
+
+    `unsure_of_versions`: versions are not resolved yet, so keep a case whenever the filter
+    could match once they are (``version=`` on a case without one, a glob naming a version
+    label); the rest of each id, its version label left out, must match."""
     filters = list(filters)
 
     def keep(case: Case) -> bool:
         fields = case.fields()
+        case_id = unversioned_id(case.id) if unsure_of_versions else case.id
         for f in filters:
             key, sep, pattern = f.partition("=")
             if sep and key in fields:
+                if unsure_of_versions and key == "version" and not fields[key]:
+                    continue
                 if not fnmatch.fnmatchcase(fields[key], pattern):
                     return False
-            elif not fnmatch.fnmatchcase(case.id, f if any(ch in f for ch in "*?[") else f"*{f}*"):
+            elif unsure_of_versions and "@" in f:
+                continue
+            elif not fnmatch.fnmatchcase(case_id, f if any(ch in f for ch in "*?[") else f"*{f}*"):
                 return False
         return True
 
     return [case for case in cases if keep(case)]
+
+
+def select_resolved(suites: list[Suite], filters: Iterable[str], resolve: Resolver) -> list[Case]:
+    """The cases `filters` select, on exact versions: only the targets of cases that may be
+    selected are resolved (a registry asked), so that a selection without them needs none.
+    Targets that name one exact version are one target (one column, one page) however the
+    suites spell it; ids name versions where the selection has several. Cases come grouped by
+    version, in the order each first appears."""
+    filters = list(filters)
+    candidates = select_cases(expand_matrix(suites), filters, unsure_of_versions=True)
+    resolved = resolve(case.backend for case in candidates)
+    labelled = label_versions(resolved[case.backend] for case in candidates)
+    targets = {target: labelled[exact] for target, exact in resolved.items()}
+    ran = set(targets.values())
+    cases = [c for c in select_cases(expand_matrix(suites, targets), filters) if c.backend in ran]
+    rank: dict[tuple[str, str | None], int] = {}  # each backend's versions: 0, 1, ...
+    for case in cases:
+        key = (case.backend.name, case.backend.version)
+        if key not in rank:
+            rank[key] = sum(name == key[0] for name, _ in rank)
+    return sorted(cases, key=lambda c: rank[(c.backend.name, c.backend.version)])
 
 
 def parse_shard(text: str) -> tuple[int, int]:

@@ -1,6 +1,6 @@
-"""The layout the README's "Architecture" and "Adding a backend" describe, checked on the code:
-backend facts live in their descriptors, the schemas' vocabularies in one `$defs` entry each,
-and the modules import one another without cycles."""
+"""The layout docs/architecture.md and docs/backends.md ("Adding a backend") describe, checked
+on the code: backend facts live in their descriptors, the schemas' vocabularies in one `$defs`
+entry each, and the modules import one another without cycles."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from runner.backends import REGISTRY
-from runner.backends.base import label_versions
+from runner.suite.spec import label_versions
 from runner.verdicts import VERDICTS
 
 from .conftest import REPO
@@ -173,6 +173,6 @@ def test_each_vocabulary_is_listed_once():
 def test_descriptors_say_what_other_steps_need():
     for name, descriptor in REGISTRY.items():
         assert descriptor.name == name and descriptor.summary and descriptor.runtime
-        assert [t.id for t in label_versions(descriptor.targets({}, REPO))] == (
+        assert [t.id for t in label_versions(descriptor.targets({}, REPO)).values()] == (
             [f"{name}:{b}" for b in descriptor.builds] or [name]
         )

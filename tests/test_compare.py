@@ -63,6 +63,15 @@ def test_zero_expected_relative_error():
 def test_shape_mismatch_fails_everything():
     result = compare(np.zeros((2, 3)), np.zeros((3, 2)), TOL)
     assert not result.ok and not result.shape_ok and result.mismatched == 6
+    assert result.describe() == "shape [2, 3] where [3, 2] was expected"
+
+
+def test_an_empty_output_is_judged_by_its_shape():
+    wrong = compare(np.zeros((2, 3)), np.zeros((0, 3)), TOL)
+    assert not wrong.ok and wrong.describe() == "shape [2, 3] where [0, 3] was expected"
+    assert compare(np.zeros((0, 3)), np.zeros((0, 3)), TOL).describe() == (
+        "0/0 elements, max abs 0"
+    )
 
 
 def test_empty_and_integer_outputs():

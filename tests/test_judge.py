@@ -75,6 +75,14 @@ def test_reference_mismatch_is_eager_and_follows_to_the_twin():
     assert capture.verdicts == {"reference-mismatch"}, "capture agrees with eager: a kernel bug"
 
 
+def test_a_wrong_shape_is_named_with_both_shapes():
+    empty = {"y": np.zeros((0, 8), np.float32)}
+    judgement = judge(Evidence(case(False), run(REF, REF, REF), {BASE: empty}))
+    assert judgement.verdict == "reference-mismatch"
+    assert "shape [8] where [0, 8] was expected" in judgement.message
+    assert "inf" not in judgement.message
+
+
 def test_capture_mismatch_against_eager():
     off = {"y": REF["y"] + 0.01}
     judgement = judge(Evidence(case(True), run(REF, off, off), REFS, eager=twin(REF, REF, REF)))

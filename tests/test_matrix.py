@@ -13,6 +13,8 @@ from runner.matrix import (
 )
 from runner.suite import load_suite
 
+from .conftest import regress
+
 SUITE = """
 models:
   a: {builtin: encoder}
@@ -194,3 +196,58 @@ def test_modes_run_dynamic_eager_capture_and_buffer_modes_resolve(write_suite):
     ]
     assert len(select_cases(cases, ["graphs=3"])) == 1
     assert len(select_cases(cases, ["capture=dynamic"])) == 2
+
+
+RETARGETED = """
+name: retargeted
+models:
+  enc: {builtin: encoder, layers: 1, hidden: 8, heads: 2, ffn: 16}
+shapes: [{batch: 1, sequence: 4}]
+capture: capture
+backends:
+  - {name: ort-web, bundle: webgpu}
+cases:
+  - match: {capture: capture}
+    expect: stale-input
+    reason: what this suite's own backend does
+  - match: {capture: capture, backend: wgpu}
+    expect: capture-mismatch
+    reason: written for wgpu, which the suite does not declare
+  - match: {capture: capture, bundle: jsep}
+    expect: capture-unsupported
+    reason: written for a build the suite does not declare
+"""
+
+
+def test_retargeted_cases_get_only_the_rules_that_name_their_backend(write_suite):
+    """A rule naming no backend holds on the backends its suite declares; `--backend` puts
+    other backends there, which get only the rules whose match names them."""
+    suite = write_suite(RETARGETED)
+    own = regress("list", suite)
+    assert own.stdout.splitlines() == [
+        "enc/batch=1,sequence=4/layout=default/ort-web:webgpu/capture  expect stale-input"
+    ]
+    wgpu = regress("list", suite, "--backend", "wgpu")
+    assert wgpu.stdout.splitlines() == [
+        "enc/batch=1,sequence=4/layout=default/wgpu/capture  expect capture-mismatch"
+    ]
+    every_build = regress("list", suite, "--backend", "ort-web")
+    assert every_build.stdout.splitlines() == [
+        "enc/batch=1,sequence=4/layout=default/ort-web:jsep/capture  expect capture-unsupported",
+        "enc/batch=1,sequence=4/layout=default/ort-web:jspi/capture",
+        "enc/batch=1,sequence=4/layout=default/ort-web:webgpu/capture  expect stale-input",
+    ]
+    reference = regress("list", suite, "--backend", "reference")
+    assert reference.stdout.splitlines() == [
+        "enc/batch=1,sequence=4/layout=default/reference/capture"
+    ]
+
+
+def test_the_bundled_suites_expect_only_what_they_say_on_any_one_backend():
+    """`--backend wgpu` keeps the canaries' wgpu faults and nothing written for ort-web."""
+    listed = regress("list", "suites", "--backend", "wgpu").stdout.splitlines()
+    expecting = sorted(line.split("/")[0] for line in listed if "  expect " in line)
+    assert expecting == sorted(
+        ["stale-cache", "kernel-bug", "kernel-bug", "lazy-capture", "racy-replay", "stale-input",
+         "input-snapshot", "crossed-graphs"]
+    )  # fmt: skip

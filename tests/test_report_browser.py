@@ -181,6 +181,6 @@ def test_a_report_of_2000_results_is_small_and_opens_quickly(tmp_path):
     (ARTIFACTS / "report-scale.txt").write_text(f"{RESULTS_PER_RUN} results a run: {found}\n")
     print(found)
     assert found.page_bytes < 1_000_000
-    assert found.load_ms < 10_000  # a sanity bound; the target (2 s) is measured, see README
+    assert found.load_ms < 10_000  # a sanity bound; the target (2 s) is measured: docs/reports.md
     assert found.fold_ms is not None and found.rows > RESULTS_PER_RUN
     assert found.problems == [] and found.requests == []

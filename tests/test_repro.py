@@ -185,11 +185,11 @@ def _full_model_off_by(offset: float):
 _only_the_full_model_fails = _full_model_off_by(0.25)
 
 
-def _repro_with(monkeypatch, rerun, history, folder) -> int:
-    """`repro` of the failing result through the CLI, the backend replaced by `rerun`."""
+def _repro_with(monkeypatch, rerun, history, folder, result_id="fa11ed000001", *more) -> int:
+    """`repro` of a failing result through the CLI, the backend replaced by `rerun`."""
     monkeypatch.setattr(make, "eager_values", _cpu_values)
     monkeypatch.setattr(make, "rerun", rerun)
-    args = ["repro", "fa11ed000001", "--reports", str(history["out"]), "--out", str(folder)]
+    args = ["repro", result_id, "--reports", str(history["out"]), "--out", str(folder), *more]
     return cli.main(args)
 
 
@@ -200,7 +200,7 @@ def test_a_cut_that_no_longer_fails_falls_back_to_the_full_model_and_says_so(
     code = _repro_with(monkeypatch, _only_the_full_model_fails, history, folder)
     printed = capsys.readouterr()
     assert code == 0, printed.err
-    assert "cutting at matmul (MatMul), first divergent node: 2 cut(s) to try" in printed.err
+    assert "cutting at `matmul` (MatMul), first divergent node: 2 cut(s) to try" in printed.err
     assert "the cut 0 level(s) above the anchor (1 of 4 nodes): pass" in printed.err
     assert "the cut 1 level(s) above the anchor (2 of 4 nodes): pass" in printed.err
     assert "the full model (4 nodes): capture-mismatch (kept)" in printed.err
@@ -239,6 +239,46 @@ def test_a_cut_that_no_longer_fails_falls_back_to_the_full_model_and_says_so(
     assert (folder / "repro.py").read_text() == (
         REPO / "runner/backends/wgpu/repro_script.py"
     ).read_text()
+
+
+def test_a_node_without_a_name_is_named_by_its_op_type_and_output(
+    history, tmp_path, monkeypatch, capsys
+):
+    unnamed = _failing(history["passing"], "wgpu", "fa11ed000004")
+    unnamed["divergent_node"] = {**unnamed["divergent_node"], "name": ""}
+    store = SqliteHistory(history["out"] / "history.sqlite")
+    store.record(CaseResult.from_dict(unnamed))
+    store.close()
+    folder = tmp_path / "bundle"
+    code = _repro_with(monkeypatch, _only_the_full_model_fails, history, folder, "fa11ed000004")
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    issue = (folder / "ISSUE.md").read_text()
+    assert "the MatMul node producing `m`: in the suite's localization" in issue
+    assert "`` (MatMul)" not in issue
+
+
+def test_the_issue_lists_only_the_faults_of_the_bundles_backend(
+    history, tmp_path, monkeypatch, capsys
+):
+    """A run injecting faults of two backends (a rule or --inject may): a wgpu bundle carries
+    and lists wgpu's alone."""
+    both = {
+        **_failing(history["passing"], "wgpu", "fa11ed000005"),
+        "injected": ["racy-replay", "stale-uniform-binding"],
+    }
+    store = SqliteHistory(history["out"] / "history.sqlite")
+    store.record(CaseResult.from_dict(both))
+    store.close()
+    folder = tmp_path / "bundle"
+    code = _repro_with(
+        monkeypatch, _only_the_full_model_fails, history, folder, "fa11ed000005", "--with-fault"
+    )
+    assert code == 0, capsys.readouterr().err
+    issue = (folder / "ISSUE.md").read_text()
+    assert issue.startswith("# [injected fault racy-replay] [WebGPU]")
+    assert "> - `racy-replay`: replays alternate between two recorded command lists" in issue
+    assert "stale-uniform-binding" not in issue
 
 
 def test_a_failure_the_rerun_does_not_show_is_bundled_and_said_with_exit_1(

@@ -131,7 +131,11 @@ def test_a_local_build_folder(tmp_path):
 def test_ids_carry_the_version_only_when_several_are_in_play(offline_cache, write_suite):
     one = write_suite(SUITE.format(version="'1.24.3'"), "one.yaml")
     assert [b.id for b in load_suite(one).backends] == ["ort-web:webgpu"]
-    assert load_suite(one).backends[0].version == "1.24.3"
+    # loading reads files only: npm is asked when the cases run or are listed
+    assert (load_suite(one).backends[0].version, load_suite(one).backends[0].declared) == (
+        None,
+        "1.24.3",
+    )
     several = write_suite(SUITE.format(version="['1.24.3', latest, dev]"), "several.yaml")
     assert [b.id for b in load_suite(several).backends] == [
         "ort-web@1.24.3:webgpu",
@@ -182,20 +186,34 @@ def test_a_rule_for_a_build_holds_on_every_version(offline_cache, write_suite):
 
 
 def test_bad_versions_are_located_invalid_input(offline_cache, write_suite):
-    suite = write_suite(SUITE.format(version="['1.24.3', '1.24.9', ./nowhere]"))
-    proc = regress("validate", suite)
+    suite = write_suite(SUITE.format(version="['1.24.3', '1.30', ./nowhere]"))
+    proc = regress("validate", suite)  # what files alone can tell
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.splitlines()
-    assert lines[0].startswith(f"{suite}:6:41: onnxruntime-web 1.24.9 is not published (nearest:")
-    assert "expected a published version, a dist-tag (latest), dev, pinned, or a folder" in lines[0]
-    assert lines[1].startswith(f"{suite}:6:51: {suite.parent / 'nowhere'} has no package.json")
+    assert lines[0] == (
+        f"{suite}:6:41: '1.30' is not an onnxruntime-web version; expected a published "
+        "version (quoted: '1.24.3'), an npm dist-tag (latest), dev, pinned, or a folder holding "
+        "an onnxruntime-web build"
+    )
+    assert lines[1].startswith(f"{suite}:6:49: {suite.parent / 'nowhere'} has no package.json")
     assert "Traceback" not in proc.stderr
+    unpublished = write_suite(SUITE.format(version="['1.24.3', '1.24.9']"), "unpublished.yaml")
+    validated = regress("validate", unpublished)
+    assert validated.returncode == 0, validated.stderr
+    assert f"{unpublished}:6:41: ort-web version '1.24.9' was not checked" in validated.stderr
+    listed = regress("list", unpublished)  # npm's answer (here, its last one) says
+    assert listed.returncode == 2, listed.stderr
+    [line] = listed.stderr.splitlines()
+    assert line.startswith(f"{unpublished}:6:41: onnxruntime-web 1.24.9 is not published (nearest:")
+    assert "expected a published version, a dist-tag (latest), dev, pinned, or a folder" in line
 
 
-def test_npm_unreachable_and_nothing_cached_is_exit_3(tmp_path, write_suite):
+def test_npm_unreachable_and_nothing_cached_is_exit_3_when_asked(tmp_path, write_suite):
     suite = write_suite(SUITE.format(version="'1.24.3'"))
     env = {"REGRESS_CACHE_DIR": str(tmp_path / "empty"), **CLOSED_REGISTRY}
-    proc = regress("validate", suite, env=env)
+    validated = regress("validate", suite, env=env)
+    assert validated.returncode == 0, validated.stderr
+    proc = regress("list", suite, env=env)
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.startswith(
         "environment unusable: npm view onnxruntime-web failed: npm error"

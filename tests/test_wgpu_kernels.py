@@ -269,6 +269,42 @@ def test_concat(backend, axis):
 
 
 @pytest.mark.parametrize(
+    "shapes, axis, want",
+    [
+        # an empty input adds its dim along the axis; the non-empty ones are copied from the start
+        ([(1, 3), (0, 1), (1, 3)], 1, (1, 7)),
+        ([(2, 0, 1), (1, 2, 3)], 0, (3, 2, 3)),
+        ([(2, 2), (0, 2), (2, 0)], 1, (2, 4)),
+        ([(1, 3), (2, 0), (1, 4)], 1, (1, 7)),
+    ],
+    ids=str,
+)
+def test_concat_with_inputs_empty_along_another_axis(backend, shapes, axis, want):
+    """As onnxruntime CPU concatenates them (its ConcatBase), checked on what onnxruntime
+    defines: the shape and the copied elements (what empty inputs add is left unwritten
+    there, zeros here)."""
+    names = [f"x{i}" for i in range(len(shapes))]
+    feeds, first = {}, 1
+    for name, shape in zip(names, shapes, strict=True):
+        size = int(np.prod(shape))
+        feeds[name] = np.arange(first, first + size, dtype=np.float32).reshape(shape)
+        first += size
+    node = helper.make_node("Concat", names, ["y"], axis=axis)
+    untyped = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in names]
+    graph = helper.make_graph([node], "concat", untyped, [helper.make_empty_tensor_value_info("y")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    workload = make_workload(model, feeds)
+    got = backend.run(make_case(), workload).outputs["y"]
+    expected = compute_reference(workload)["y"]
+    assert got.shape == expected.shape == want
+    copied = np.moveaxis(got, axis, 0)[: sum(f.shape[axis] for f in feeds.values() if f.size)]
+    reference = np.moveaxis(expected, axis, 0)[: len(copied)]
+    np.testing.assert_array_equal(copied, reference)
+    np.testing.assert_array_equal(np.moveaxis(got, axis, 0)[len(copied) :], 0)
+    np.testing.assert_array_equal(np.sort(copied.ravel()), np.arange(1, first, dtype=np.float32))
+
+
+@pytest.mark.parametrize(
     "op, inputs, attrs, opset",
     [
         ("Reshape", {"x": floats(2, 3, 65), "s": np.array([0, -1, 5], np.int64)}, {}, 18),

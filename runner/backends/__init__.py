@@ -8,6 +8,8 @@ machine without a browser can run ``wgpu`` and vice versa.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from runner.backends import ortnative, ortweb, reference, wgpu
 from runner.backends.base import Backend, BackendDescriptor, BackendOptions, BackendTarget, resolve
 from runner.backends.isolated import IsolatedBackend
@@ -43,6 +45,13 @@ def parse_backend(text: str) -> tuple[BackendTarget, ...]:
     return REGISTRY[name].parse(text)
 
 
+def resolve_targets(targets: Iterable[BackendTarget]) -> dict[BackendTarget, BackendTarget]:
+    """Each target with its exact version: the one place a registry is asked, for the targets
+    of the cases about to run or be listed. Raises InvalidInput for a version that names
+    nothing, EnvironmentUnusable when the registry cannot be asked."""
+    return {target: REGISTRY[target.name].resolved(target) for target in dict.fromkeys(targets)}
+
+
 def open_backend(name: str, options: BackendOptions) -> Backend:
     """Create the named backend; raises EnvironmentUnusable if this machine cannot run it."""
     descriptor = REGISTRY[name]
@@ -51,4 +60,10 @@ def open_backend(name: str, options: BackendOptions) -> Backend:
     return resolve(descriptor.factory)(options)
 
 
-__all__ = ["REGISTRY", "backend_ids", "open_backend", "parse_backend"]
+__all__ = [
+    "REGISTRY",
+    "backend_ids",
+    "open_backend",
+    "parse_backend",
+    "resolve_targets",
+]

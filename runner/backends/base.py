@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from runner.errors import InvalidInput
+from runner.errors import InvalidInput, Problem
+from runner.suite.spec import BackendTarget  # declared with the suite's values; kept here too
 
 if TYPE_CHECKING:  # annotations only: the matrix and workloads are built before any backend
     from runner.matrix import Case
@@ -31,30 +32,6 @@ if TYPE_CHECKING:  # annotations only: the matrix and workloads are built before
 
 # What a backend says about a run; the judge turns it into verdicts.
 RUN_STATUSES = ("ok", "unsupported-op", "capture-unsupported", "error", "timeout", "skipped")
-
-
-@dataclass(frozen=True)
-class BackendTarget:
-    """One column of the matrix: a backend, and which of its versions, builds or adapters."""
-
-    name: str  # a registered backend (runner.backends.REGISTRY)
-    bundle: str | None = None  # the build, for backends that have several (ort-web's bundles)
-    adapter: str | None = None  # wgpu: adapter name or backend type to prefer
-    version: str | None = None  # the exact version it runs, for backends that have versions
-    label: str | None = None  # the version as the suite named it, when ids show it
-
-    @property
-    def id(self) -> str:
-        """``name[@label][:build]``, e.g. ``ort-web@1.29.0:webgpu``."""
-        name = f"{self.name}@{self.label}" if self.label else self.name
-        return f"{name}:{self.bundle}" if self.bundle else name
-
-    @property
-    def build_id(self) -> str:
-        """``name[:build]`` whatever the version: what ``backend=`` filters and rules match,
-        so that a rule for ``ort-web:jsep`` holds on every version (``version=`` tells them
-        apart)."""
-        return f"{self.name}:{self.bundle}" if self.bundle else self.name
 
 
 @dataclass(frozen=True)
@@ -262,8 +239,14 @@ class BackendDescriptor:
     # Builds a suite entry's `bundle:` may name; all of them when it names none.
     builds: tuple[str, ...] = ()
     # "module:attribute" of a callable (text, folder of the suite) -> ResolvedVersion, raising
-    # ValueError (with `expected`) for a version that names nothing; None: no versions.
+    # VersionProblem for a version that names nothing; it may ask a registry (EnvironmentUnusable
+    # when it cannot). None: no versions.
     versions: str | None = None
+    # "module:attribute" of a callable (text, folder of the suite) -> the ResolvedVersion where
+    # files alone say (the default, a build folder, an installed version), else None; raising
+    # VersionProblem for text that cannot name a version. What loading a suite uses: it never
+    # asks a registry.
+    offline_versions: str | None = None
     # "module:attribute" of a callable returning the VersionHistory that `bisect` walks.
     version_history: str | None = None
     # Element types the backend holds, as ORT-web spells them (float32, int64...); None: all.
@@ -302,23 +285,27 @@ class BackendDescriptor:
         return resolve(self.versions)(text, base)
 
     def targets(self, entry: Mapping[str, Any], base: Path) -> tuple[BackendTarget, ...]:
-        """The targets a suite's ``backends:`` entry (validated by the schema) expands into;
-        versions are resolved against `base`, the suite's folder. Raises TargetProblem."""
+        """The targets a suite's ``backends:`` entry (validated by the schema) expands into,
+        from files alone: a version only a registry can resolve is left unresolved (see
+        ``resolved``); folders are relative to `base`, the suite's folder. Raises
+        TargetProblem."""
         declared = entry.get("version")
         declared = [declared] if isinstance(declared, str) or declared is None else declared
-        versions, problems = [], []
+        versions: list[tuple[str | None, ResolvedVersion | None]] = []
+        problems = []
         for i, text in enumerate(declared):
             where = ("version",) if isinstance(entry.get("version"), str) else ("version", i)
             try:
-                resolved = self.resolve_version(text, base)
+                found = self._offline_version(text, base)
             except VersionProblem as problem:
                 problems.append((where, str(problem), problem.expected))
                 continue
-            if resolved is not None and resolved.exact in {v.exact for v in versions if v}:
-                message = f"{text} is {resolved.exact}, which the list names already"
+            exact = {v.exact for _, v in versions if v}
+            if text in {t for t, _ in versions} or (found and found.exact in exact):
+                message = f"{text} names a version the list names already"
                 problems.append((where, message, "distinct versions"))
                 continue
-            versions.append(resolved)
+            versions.append((text, found))
         if problems:
             raise TargetProblem(problems)
         builds = entry.get("bundle", self.builds)
@@ -328,12 +315,41 @@ class BackendDescriptor:
                 self.name,
                 build,
                 entry.get("adapter"),
-                version.exact if version else None,
-                version.label if version else None,
+                found.exact if found else None,
+                declared=None if text is None else found.label if found else text,
             )
-            for version in versions
+            for text, found in versions
             for build in builds
         )
+
+    def _offline_version(self, text: str | None, base: Path) -> ResolvedVersion | None:
+        if self.offline_versions is None:
+            return self.resolve_version(text, base)
+        return resolve(self.offline_versions)(text, base)
+
+    def unresolved(self, target: BackendTarget) -> bool:
+        """Whether `target`'s exact version is still to be asked of the registry."""
+        return self.versions is not None and target.version is None
+
+    def resolved(self, target: BackendTarget) -> BackendTarget:
+        """`target` with its exact version, asking the registry where it must. Raises
+        InvalidInput (at the suite's line) for a version that names nothing, or
+        EnvironmentUnusable when the registry cannot be asked."""
+        if not self.unresolved(target):
+            return target
+        try:
+            found = self.resolve_version(target.declared, Path.cwd())
+        except VersionProblem as problem:
+            if target.source is None:
+                raise InvalidInput(
+                    f"--{self.name}-version {target.declared}: {problem}; "
+                    f"expected {problem.expected}"
+                ) from None
+            where = target.source
+            raise InvalidInput(
+                Problem(where.file, where.line, where.column, str(problem), problem.expected)
+            ) from None
+        return dataclasses.replace(target, version=found.exact)
 
     def parse(self, text: str) -> tuple[BackendTarget, ...]:
         """The targets ``--backend NAME[:BUILD]`` names; InvalidInput for an unknown build."""
@@ -350,8 +366,8 @@ class BackendDescriptor:
     ) -> tuple[BackendTarget, ...]:
         """`targets` of this backend on each of the versions `texts` names instead of their own
         (``--NAME-version``); others as they are. Raises InvalidInput."""
-        try:
-            swapped = self.targets({"version": list(texts)}, Path.cwd())
+        try:  # one target per version, the build left out: each target keeps its own
+            swapped = self.targets({"version": list(texts), "bundle": []}, Path.cwd())
         except TargetProblem as problem:
             raise InvalidInput(f"--{self.name}-version: {problem}") from None
         replaced = []
@@ -360,18 +376,7 @@ class BackendDescriptor:
                 replaced.append(target)
                 continue
             replaced += [
-                dataclasses.replace(target, version=v.version, label=v.label) for v in swapped
+                dataclasses.replace(target, version=v.version, declared=v.declared, source=None)
+                for v in swapped
             ]
-        return label_versions(tuple(dict.fromkeys(replaced)))
-
-
-def label_versions(targets: Sequence[BackendTarget]) -> tuple[BackendTarget, ...]:
-    """Ids name a target's version only when its backend runs more than one version here, so
-    that a suite on one version keeps the ids (and the history) it had before versions."""
-    versions: dict[str, set[str | None]] = {}
-    for target in targets:
-        versions.setdefault(target.name, set()).add(target.version)
-    return tuple(
-        target if len(versions[target.name]) > 1 else dataclasses.replace(target, label=None)
-        for target in targets
-    )
+        return tuple(dict.fromkeys(replaced))

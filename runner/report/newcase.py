@@ -52,6 +52,7 @@ def _comment(text: str) -> str:
 
 def node_text(node: dict[str, Any]) -> str:
     """The divergent node in words, op type and name first (records store keys sorted)."""
+    node = {k: v for k, v in node.items() if k != "name" or v}  # an unnamed node: op and output
     first = [k for k in ("op_type", "name", "max_abs") if k in node]
     return ", ".join(f"{k} {node[k]}" for k in first + sorted(set(node) - set(first)))
 

@@ -88,6 +88,12 @@ def comparisons(
     return tuple(rows)
 
 
+def node_label(name: str, op_type: str, output: str) -> str:
+    """How a node is named to a reader: its name, or, for a node without one (many exporters
+    leave them out), its op type and the output it produces."""
+    return f"`{name}` ({op_type})" if name else f"the {op_type} node producing `{output}`"
+
+
 def title(report: Report) -> str:
     verdict = report.result.verdict
     symptom = SYMPTOMS.get(verdict, verdict)
@@ -144,8 +150,9 @@ def issue_markdown(report: Report) -> str:
             "",
             "## First divergent node",
             "",
-            f"`{node['name']}` ({node['op_type']}): in the suite's localization, the first "
-            f"node in topological order whose output (`{node.get('output')}`) left "
+            f"{node_label(node.get('name', ''), node['op_type'], node.get('output', ''))}: in "
+            "the suite's localization, the first node in topological order whose output "
+            f"(`{node.get('output')}`) left "
             f"{node.get('against', 'eager')}: {_divergence(node)}.",
         ]
     lines += ["", "## The model", "", report.model]

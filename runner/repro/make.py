@@ -149,7 +149,8 @@ def _candidates(
     cuts = plan_cuts(model, where) if where else []
     if not cuts:
         return [full], where, ["the model has no smaller part to cut"]
-    say(f"cutting at {where.node} ({where.op_type}), {where.why}: {len(cuts)} cut(s) to try")
+    at = issue.node_label(where.node, where.op_type, where.output)
+    say(f"cutting at {at}, {where.why}: {len(cuts)} cut(s) to try")
     try:
         values = eager_values(subject, sorted({n for c in cuts for n in c.inputs}), backend_options)
     except ValueError as failed:
@@ -195,8 +196,9 @@ def _write(made: Bundle, options: ReproOptions) -> tuple[ReproRunner, tuple[str,
         recorded["eager"] = writer.tensors("expected/eager", result.eager.outputs)
     if result.run.status == "ok":
         recorded["actual"] = writer.tensors("actual", result.run.outputs)
-    faults = frozenset(f for step in steps for f in step["faults"])
     descriptor = REGISTRY[backend_name(subject.result)]
+    # A rule or --inject may name faults of several backends: this bundle carries its own only.
+    faults = frozenset(f for step in steps for f in step["faults"] if f in descriptor.faults)
     request = ReproRequest(
         folder=folder,
         target=subject.case.backend,
@@ -221,7 +223,7 @@ def _write(made: Bundle, options: ReproOptions) -> tuple[ReproRunner, tuple[str,
     report = issue.Report(
         result=subject.result,
         runner=runner,
-        faults={name: descriptor.faults.get(name, "") for name in sorted(faults)},
+        faults={name: descriptor.faults[name] for name in sorted(faults)},
         platform=str(subject.environment.get("platform") or ""),
         onnxruntime=onnxruntime_version(),
         verdict=result.judgement.verdict,

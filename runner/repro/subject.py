@@ -113,7 +113,8 @@ def _target(suite: Suite, result: CaseResult) -> BackendTarget:
     """The suite's own target for the result (its adapter kept), else the one the result names
     (a run retargeted with --backend or another version)."""
     for target in suite.backends:
-        if target.id == result.backend and target.version == result.version:
+        same_build = target.name == backend_name(result) and target.bundle == result.bundle
+        if same_build and target.version == result.version:
             return dataclasses.replace(target, label=None)
     return BackendTarget(backend_name(result), result.bundle, None, result.version)
 

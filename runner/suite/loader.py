@@ -1,7 +1,9 @@
 """Load suite files: safe YAML -> JSON Schema -> checks the schema cannot express -> ``Suite``.
 
 Every problem in a file is collected and raised at once as ``InvalidInput``, each located at
-``FILE:LINE:COL``; nothing here runs a model or touches a device.
+``FILE:LINE:COL``; nothing here runs a model or touches a device, and nothing asks a registry
+or the network: loading reads files only (versions only a registry can resolve are left for
+``runner.backends.resolve_targets``).
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ from typing import Any
 
 import jsonschema
 
-from runner.backends import REGISTRY
-from runner.backends.base import TargetProblem, label_versions
 from runner.errors import InvalidInput, Problem
 from runner.suite.optests import DEFAULT_OPSET, op_test_files, read_op_tests
 from runner.suite.spec import (
@@ -40,6 +40,7 @@ from runner.suite.spec import (
     Tolerance,
     cell_values,
     entry_matches,
+    label_versions,
 )
 from runner.suite.yamlpos import Located, load_located
 from runner.uniforms import UNIFORM_FIELDS
@@ -245,9 +246,8 @@ class _Builder:
                 f"ORT-web op tests ({', '.join(op_tests)}) run under the default layout only",
                 "no `layouts:` in a suite of op tests",
             )
-        backends = label_versions(
-            [t for i, spec in enumerate(data["backends"]) for t in self.backend(i, spec)]
-        )
+        declared = [t for i, spec in enumerate(data["backends"]) for t in self.backend(i, spec)]
+        backends = tuple(dict.fromkeys(label_versions(declared).values()))
         capture = data.get("capture", ["eager", "capture"])
         capture = [capture] if isinstance(capture, str) else capture
         self.check_matrix_entries(models, layouts, backends)
@@ -267,6 +267,19 @@ class _Builder:
             description=data.get("description", ""),
             timeout_s=float(data.get("timeout", 120.0)),
             buffers=BufferModes(**data.get("buffers", {})),
+            own_builds=frozenset(target.build_id for target in backends),
+            unchecked=tuple(
+                dict.fromkeys(
+                    dataclasses.replace(
+                        target.source,
+                        message=f"{target.name} version {target.declared!r} was not checked "
+                        "(only a registry knows it): it is resolved when its cases run or are "
+                        "listed",
+                    )
+                    for target in declared
+                    if target.version is None and target.source is not None
+                )
+            ),
         )
         if not self.problems:
             self.check_new_combinations(suite)
@@ -506,14 +519,31 @@ class _Builder:
         return InputSpec(spec.get("dtype"), low, high, spec.get("fill"), spec.get("seed"), npy)
 
     def backend(self, index: int, spec: str | dict) -> tuple[BackendTarget, ...]:
-        """The targets of ``backends[index]``; versions are resolved here (npm's answer)."""
+        """The targets of ``backends[index]``, each knowing where its version is spelt; a
+        version only a registry can resolve stays unresolved."""
+        # Deferred: the registry's descriptors import this package's values (BackendTarget).
+        from runner.backends import REGISTRY
+        from runner.backends.base import TargetProblem
+
         spec = {"name": spec} if isinstance(spec, str) else spec
         try:
-            return REGISTRY[spec["name"]].targets(spec, self.file.parent)
+            targets = REGISTRY[spec["name"]].targets(spec, self.file.parent)
         except TargetProblem as problem:
             for where, message, expected in problem.problems:
                 self.problem(("backends", index, *where), message, expected)
             return ()
+        declared = spec.get("version")
+        if isinstance(declared, str):
+            spelt = [(declared, ("version",))]
+        else:
+            spelt = [(text, ("version", i)) for i, text in enumerate(declared or [])]
+        sources = {}
+        for text, path in spelt:
+            line, column = self.located.where(("backends", index, *path))
+            sources[text] = Problem(self.file, line, column, "")
+        return tuple(
+            dataclasses.replace(target, source=sources.get(target.declared)) for target in targets
+        )
 
     def case_rule(self, rule: dict) -> CaseRule:
         expect = rule.get("expect", "pass")

@@ -5,12 +5,80 @@ These are descriptions only: nothing here builds a model or touches a device.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.backends.base import BackendTarget
+from runner.errors import Problem
+
+
+@dataclass(frozen=True)
+class BackendTarget:
+    """One column of the matrix: a backend, and which of its versions, builds or adapters.
+
+    A suite names versions (``1.24.3``, ``dev``); which exact version that is may take a
+    registry to say, so loading a suite leaves ``version`` None where files alone cannot tell,
+    and ``runner.backends.resolve_targets`` fills it in for the cases about to run or be listed.
+    """
+
+    name: str  # a registered backend (runner.backends.REGISTRY)
+    bundle: str | None = None  # the build, for backends that have several (ort-web's bundles)
+    adapter: str | None = None  # wgpu: adapter name or backend type to prefer
+    version: str | None = None  # the exact version it runs; None: not resolved (or no versions)
+    label: str | None = None  # how ids name the version, when the run has several
+    # The version as the suite or --NAME-version spells it (``local`` for a build folder);
+    # None: the backend's default version.
+    declared: str | None = None
+    # Where that spelling is, for messages about it (a suite's line; None: the command line).
+    source: Problem | None = field(default=None, compare=False)
+
+    @property
+    def id(self) -> str:
+        """``name[@label][:build]``, e.g. ``ort-web@1.29.0:webgpu``."""
+        name = f"{self.name}@{self.label}" if self.label else self.name
+        return f"{name}:{self.bundle}" if self.bundle else name
+
+    @property
+    def build_id(self) -> str:
+        """``name[:build]`` whatever the version: what ``backend=`` filters and rules match,
+        so that a rule for ``ort-web:jsep`` holds on every version (``version=`` tells them
+        apart)."""
+        return f"{self.name}:{self.bundle}" if self.bundle else self.name
+
+
+def label_versions(targets: Iterable[BackendTarget]) -> dict[BackendTarget, BackendTarget]:
+    """Each target as ids show it: one target per backend, build, adapter and version (two
+    spellings of one exact version, ``pinned`` and the default, are one column and one page),
+    named by version only where its backend runs more than one version among `targets`, by
+    the first spelling a suite or option gave that version (``pinned``, ``dev``), else the
+    exact version. Unresolved targets are told apart by their spelling."""
+    targets = list(dict.fromkeys(targets))
+
+    def key(target: BackendTarget) -> tuple:
+        version = target.version or target.declared
+        return target.name, target.bundle, target.adapter, version
+
+    declared: dict[tuple, str | None] = {}  # (backend, version) -> its first spelling
+    for target in targets:
+        name, _, _, version = key(target)
+        if declared.get((name, version)) is None:
+            declared[(name, version)] = target.declared
+    versions: dict[str, set] = {}
+    for name, version in declared:
+        versions.setdefault(name, set()).add(version)
+    canonical: dict[tuple, BackendTarget] = {}
+    labelled = {}
+    for target in targets:
+        name, _, _, version = key(target)
+        spelling = declared[(name, version)]
+        label = spelling or version if len(versions[name]) > 1 else None
+        labelled[target] = canonical.setdefault(
+            key(target), dataclasses.replace(target, label=label, declared=spelling)
+        )
+    return labelled
+
 
 # ORT-web's own WebGPU op-test thresholds (js/web/test/test-runner.ts): an element passes if
 # within `abs`, or if actual/expected is within 1 + `rel`.
@@ -182,6 +250,11 @@ class Expectation:
     reason: str | None = None
 
 
+# `match:` keys that name a backend (or a case on one): a rule naming none was written for the
+# backends its suite declares, and holds on them alone.
+BACKEND_KEYS = frozenset({"id", "backend", "bundle"})
+
+
 @dataclass(frozen=True)
 class CaseRule:
     """A suite's ``cases:`` entry: an expectation (and tolerance) for the cells it matches."""
@@ -192,6 +265,11 @@ class CaseRule:
     inject: frozenset[str] = frozenset()  # faults for the matched cases (canaries)
     buffers: Mapping[str, str] = field(default_factory=dict)  # the keys it sets, e.g. inputs
     graphs: int | None = None
+
+    def reaches(self, build_id: str, own_builds: frozenset[str]) -> bool:
+        """Whether the rule holds on a backend: on the suite's own, always; on one that
+        `--backend` put there, only when its match names a backend."""
+        return build_id in own_builds or bool(BACKEND_KEYS & set(self.match))
 
 
 @dataclass(frozen=True)
@@ -210,6 +288,12 @@ class Suite:
     tags: frozenset[str] = frozenset()
     description: str = ""
     buffers: BufferModes = BufferModes()
+    # The backends and builds (``build_id``) the suite itself declares: its `cases:` rules were
+    # written for them. A rule reaches a backend `--backend` adds only by naming it.
+    own_builds: frozenset[str] = frozenset()
+    # Versions it names that loading could not check (only a registry knows them), where
+    # each is spelt: `validate` says so.
+    unchecked: tuple[Problem, ...] = ()
 
     def base_cells(self) -> list[tuple[ModelSpec, Shape, Layout, BackendTarget, str]]:
         """Every combination of the dimensions, less those an `exclude` entry matches."""

@@ -101,5 +101,5 @@ def prepare_run(targets: Sequence[BackendTarget], say: Callable[[str], None]) ->
         if site_for(version) is None:
             say(f"installing {version.exact} into {environments_folder()} (pip)")
         install(version)
-        labels[target.label or version.exact] = version.exact
+        labels[target.declared or version.exact] = version.exact
     return {"ort_native_versions": labels}

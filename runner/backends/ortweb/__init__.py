@@ -16,6 +16,7 @@ DESCRIPTOR = BackendDescriptor(
     prepare="runner.backends.ortweb.package:prepare_run",
     builds=tuple(BUILDS),
     versions="runner.backends.ortweb.versions:resolve",
+    offline_versions="runner.backends.ortweb.versions:resolve_offline",
     version_history="runner.backends.ortweb.versions:registry",
     repro="runner.backends.ortweb.repro:write_runner",
     # Tensor types passed to and from the page; numpy and onnxruntime-web spell them alike.

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from runner.backends.base import BackendTarget
 from runner.backends.ortweb.npmcli import npm
 from runner.environment import package_version
 from runner.errors import EnvironmentUnusable
-from runner.files import CACHE_ENV, cache_root
+from runner.files import CACHE_ENV, cache_root, make_temporary_folder
 
 PACKAGE = "onnxruntime-web"
 CDN = "https://cdn.jsdelivr.net/npm"  # serves every file of every published npm version
@@ -132,8 +131,7 @@ def package_for(version: str) -> OrtWebPackage:
 
 
 def _install(version: str, folder: Path) -> None:
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{version}."))
+    staging = make_temporary_folder(folder.parent, f".{version}.")
     try:
         if version == pinned_version():
             for name in ("package.json", "package-lock.json"):
@@ -168,11 +166,11 @@ def _install(version: str, folder: Path) -> None:
 
 
 def prepare_run(targets: Sequence[BackendTarget], say: Callable[[str], None]) -> dict[str, Any]:
-    """Install every version the run's targets need (run.json: what each label ran)."""
+    """Install every version the run's targets need (run.json: what each spelling ran)."""
     labels = {}
     for target in targets:
         version = target.version or pinned_version()  # a target made without one: the pin
-        label = target.label or version
+        label = target.declared or version
         if not version.startswith("file:") and not (versions_folder() / version).is_dir():
             say(f"installing onnxruntime-web {version} into {versions_folder()} (npm)")
         package_for(version)

@@ -30,6 +30,12 @@ DEV = "dev"  # npm's `dev` tag where it exists, else the newest published dev bu
 PINNED = "pinned"  # the version runner/backends/ortweb/npm/package.json pins
 LOCAL = "local"  # how case ids name a local build folder
 _DEV_COMMIT = re.compile(r"-dev\.\d{8}-([0-9a-f]{7,40})$")
+_EXACT = re.compile(r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")  # semver, as npm publishes them
+_TAG = re.compile(r"^[A-Za-z][0-9A-Za-z._-]*$")  # npm's dist-tags are words
+EXPECTED = (
+    "a published version (quoted: '1.24.3'), an npm dist-tag (latest), dev, pinned, or a folder "
+    "holding an onnxruntime-web build"
+)
 
 
 def version_key(version: str) -> tuple:
@@ -145,6 +151,20 @@ def resolve(text: str | None, base: Path) -> ResolvedVersion:
         f"a published version, a dist-tag ({', '.join(sorted(found.tags))}), {DEV}, {PINNED}, "
         "or a folder holding an onnxruntime-web build",
     )
+
+
+def resolve_offline(text: str | None, base: Path) -> ResolvedVersion | None:
+    """What `text` names where files alone say (the pin, a folder, an installed version); None
+    where only npm can say (a tag, dev, a version not installed). Raises VersionProblem for
+    text that cannot name a version at all. Never asks npm: loading and validating suites
+    work offline."""
+    if text is None or text == PINNED or is_folder(text):
+        return resolve(text, base)
+    if _EXACT.match(text):
+        return ResolvedVersion(text, text) if text in installed_versions() else None
+    if _TAG.match(text):
+        return None
+    raise VersionProblem(f"{text!r} is not an onnxruntime-web version", EXPECTED)
 
 
 def _local(text: str, base: Path) -> ResolvedVersion:

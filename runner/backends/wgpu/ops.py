@@ -339,23 +339,25 @@ def _slice(node: Node, ins: list) -> OpPlan:
 
 @_op("Concat")
 def _concat(node: Node, ins: list) -> OpPlan:
-    """A zero-sized input of another rank than the first non-empty one contributes nothing and
-    is left out, as onnxruntime-web's op tests expect ("Concat zero-sized preserving dims")."""
+    """As onnxruntime does it (its ConcatBase): the first non-empty input gives the other dims;
+    every input of its rank adds its dim along the axis, an empty one too, but only non-empty
+    inputs are copied, one after another from the start, so that what empty inputs add stays
+    at the end (zeros). A zero-sized input of another rank is left out, as onnxruntime-web's
+    op tests expect ("Concat zero-sized preserving dims")."""
     _require_same_type(node, *ins)
     reference = next((t for t in ins if t.size), ins[0])
     rank = len(reference.shape)
-    parts = [(i, t) for i, t in enumerate(ins) if t.size or len(t.shape) == rank]
     axis = _axis(int(node.attr("axis")), rank)
     shape = list(reference.shape)
-    shape[axis] = sum(t.shape[axis] for _, t in parts)
+    shape[axis] = sum(t.shape[axis] for t in ins if len(t.shape) == rank)
     target = contiguous_strides(shape)
     launches, start = [], 0
-    for operand, part in parts:
+    for operand, part in enumerate(ins):
         if part.size:
             offset = start * target[axis]
             source = (contiguous_strides(part.shape), 0)
             launches.append(_copy(node, part, part.shape, source, (target, offset), operand))
-        start += part.shape[axis]
+            start += part.shape[axis]
     return OpPlan((Tensor(tuple(shape), reference.dtype),), tuple(launches))
 
 
