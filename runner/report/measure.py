@@ -15,7 +15,7 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 from runner.backends.ortweb.browser import chromium_flags, find_chromium
-from runner.report.page import DATA_FILE
+from runner.report.model import DATA_FILE
 
 FOLD = "#grid details.fold"
 
