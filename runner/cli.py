@@ -427,7 +427,8 @@ def cmd_report(args: argparse.Namespace) -> ExitCode:
 
 
 def cmd_new_case(args: argparse.Namespace) -> ExitCode:
-    from runner.report.newcase import case_snippet, find_result
+    from runner.history.lookup import find_result
+    from runner.newcase import case_snippet
 
     print(case_snippet(find_result(args.out / "history.sqlite", args.result_id)), end="")
     return ExitCode.OK

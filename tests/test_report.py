@@ -38,11 +38,11 @@ from runner.cli import build_parser, cmd_new_case
 from runner.errors import InvalidInput
 from runner.history import CaseResult, RunRecord, SqliteHistory
 from runner.history.record import result_id
+from runner.newcase import BUG_PLACEHOLDER, case_snippet
 from runner.report import analysis, build_reports
 from runner.report import model as report_model
 from runner.report.history import load_history
 from runner.report.junit import junit_xml
-from runner.report.newcase import BUG_PLACEHOLDER, case_snippet
 from runner.report.render import legend
 from runner.verdicts import VERDICTS
 

@@ -12,6 +12,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from runner.history import CaseResult
+from runner.newcase import case_snippet, node_text
 from runner.report import analysis
 from runner.report.analysis import KIND_LABELS, KIND_RANK, outcome_kind
 from runner.report.history import History
@@ -56,7 +57,6 @@ from runner.report.model import (
     run_label,
     text,
 )
-from runner.report.newcase import case_snippet, node_text
 from runner.report.svg import line_chart, sparkline, stacked_bars
 from runner.repro.command import repro_command
 from runner.verdicts import FAILING_OUTCOMES, VERDICTS

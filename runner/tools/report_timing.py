@@ -1,5 +1,5 @@
 """How big the report is and how fast it opens, as README's figures are measured:
-``python -m runner.report.measure [OUT]`` opens OUT/index.html from disk in headless Chromium,
+``python -m runner.tools.report_timing [OUT]`` opens OUT/index.html from disk in headless Chromium,
 then opens its case-by-run fold (data.js loaded, its rows inserted), and prints what it took.
 
 Measured, not asserted: timings depend on the machine (README, "Tests").
