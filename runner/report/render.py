@@ -54,11 +54,6 @@ def _static(name: str) -> Markup:
     return Markup(files("runner.report").joinpath("static", name).read_text(encoding="utf-8"))
 
 
-def legend() -> str:
-    """The verdict legend the grids show (every verdict's code, in headline order)."""
-    return str(environment().get_template("macros.html.j2").module.legend())
-
-
 def render_page(report: Report) -> tuple[str, str]:
     """The HTML document, and the script (``DATA_FILE``) holding its folded rows and which fold
     holds each folded row's id; the page accepts only the data.js of its own build."""
