@@ -20,6 +20,7 @@ from pathlib import Path
 from runner.backends import REGISTRY
 from runner.backends.base import BackendOptions, BackendTarget
 from runner.errors import InvalidInput
+from runner.listeners import Notes
 from runner.matrix import Case, expand_suite, unversioned_id
 from runner.pipeline import execute
 from runner.suite.spec import Suite
@@ -103,7 +104,7 @@ def bisect_versions(
             options,
             selection={"bisect": {"case": case.id, "version": version}},
             localize=False,
-            on_note=say,
+            listener=Notes(say),
         )
         wanted = dataclasses.replace(case, backend=target).id
         result = next((r for r in summary.results if r.case_id == wanted), None)

@@ -11,17 +11,11 @@ import argparse
 import dataclasses
 import os
 import sys
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
-from textwrap import indent
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from runner.backends import REGISTRY, backend_ids, parse_backend, resolve_targets
 from runner.backends.base import BackendDescriptor, BackendOptions
@@ -34,15 +28,15 @@ from runner.matrix import (
     shard_cases,
     with_predecessors,
 )
+from runner.reporters import print_summary, run_reporter
 from runner.suite import load_suites
 from runner.suite.spec import Suite
-from runner.verdicts import FAILING_OUTCOMES, VERDICTS
+from runner.verdicts import FAILING_OUTCOMES
 
 DEFAULT_SUITES = Path("suites")
 DEFAULT_OUT = Path("reports")
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
-VERDICT_WIDTH = max(map(len, VERDICTS))  # aligns the case ids of `run`'s log lines
 
 
 def _suite_args(parser: argparse.ArgumentParser) -> None:
@@ -412,7 +406,7 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
         "tags": args.tag,
         **({"last_failed": True} if args.last_failed else {}),
     }
-    with _progress(len(cases), args.verbosity) as callbacks:
+    with run_reporter(console, len(cases), args.verbosity) as reporter:
         summary = execute(
             cases,
             args.out,
@@ -421,99 +415,12 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
             args.localize,
             args.run_timeout,
             maxfail=args.maxfail,
-            **callbacks,
+            listener=reporter,
         )
-    _print_summary(summary, args.out)
+    print_summary(console, summary, args.out)
     if args.report:
         _build_reports(args.out)
     return summary.exit_code
-
-
-@contextmanager
-def _progress(total: int, verbosity: int) -> Iterator[dict[str, Callable[..., None]]]:
-    """The pipeline's callbacks for what `run` says while it runs: a progress bar on a
-    terminal; in a log (stdout is no terminal, as in CI) a line per backend opened and per
-    finished case, each written at once. -q: nothing (the summary only); -v: also each
-    failure's message as it happens."""
-    if verbosity < 0:
-        yield {}
-    elif sys.stdout.isatty():
-        columns = (
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[case]}"),
-        )
-        with Progress(*columns, console=console, transient=False) as progress:
-            task = progress.add_task("running", total=total, case="")
-
-            def on_result(result: Any) -> None:
-                progress.advance(task)
-                if verbosity > 0 and result.outcome in FAILING_OUTCOMES:
-                    progress.console.print(_failure_text(result))
-
-            yield {
-                "on_start": lambda case: progress.update(task, case=case.id),
-                "on_result": on_result,
-                "on_note": progress.console.print,
-            }
-    else:
-
-        def on_result(result: Any) -> None:
-            _log(_case_line(result))
-            if verbosity > 0 and result.outcome in FAILING_OUTCOMES:
-                why = f": {result.message}" if result.message else ""
-                _log(indent(f"expected {','.join(result.expected)}{why}", "    "))
-
-        yield {
-            "on_backend": lambda name, seconds: _log(f"opened {name} in {seconds:.2f} s"),
-            "on_result": on_result,
-            "on_note": _log,
-        }
-
-
-def _log(line: str) -> None:
-    """One line to stdout, flushed: a pipe would otherwise hold it until the run ends."""
-    print(line, flush=True)
-
-
-def _case_line(result: Any) -> str:
-    """Verdict, case id and seconds; a failing outcome in capitals, for the eye and for grep."""
-    line = f"{result.verdict:<{VERDICT_WIDTH}} {result.case_id} {result.wall_ms / 1000:.2f} s"
-    if result.outcome in FAILING_OUTCOMES:
-        line += " " + result.outcome.upper().replace("-", " ")
-    return line
-
-
-def _failure_text(result: Any) -> str:
-    return (
-        f"[red]{result.outcome}[/red] {escape(result.case_id)}: {result.verdict} "
-        f"(expected {','.join(result.expected)}) {escape(result.message)}"
-    )
-
-
-def _print_summary(summary, out: Path) -> None:
-    console.print(f"run {summary.run_id}: {len(summary.results)} case(s), {summary.status}")
-    # A row per backend (they multiply with builds and versions), a column per verdict seen.
-    table = Table()
-    table.add_column("backend")
-    counts = Counter((r.backend, r.verdict) for r in summary.results)
-    verdicts = [v for v in VERDICTS if any(seen == v for _, seen in counts)]
-    for verdict in verdicts:
-        table.add_column(verdict, justify="right")
-    for backend in sorted({b for b, _ in counts}):
-        table.add_row(backend, *(str(counts.get((backend, v), "")) for v in verdicts))
-    console.print(table)
-    for result in summary.results:
-        if result.outcome in FAILING_OUTCOMES:
-            console.print(_failure_text(result))
-    console.print(
-        f"references computed: {summary.references_computed}; "
-        f"results in {out / 'runs' / summary.run_id}"
-    )
-    if summary.message:
-        console.print(f"[yellow]{summary.status}[/yellow]: {summary.message}")
 
 
 def _build_reports(out: Path, last: int = 20) -> None:
@@ -529,7 +436,8 @@ def cmd_report(args: argparse.Namespace) -> ExitCode:
 
 
 def cmd_new_case(args: argparse.Namespace) -> ExitCode:
-    from runner.report.newcase import case_snippet, find_result
+    from runner.history.lookup import find_result
+    from runner.newcase import case_snippet
 
     print(case_snippet(find_result(args.out / "history.sqlite", args.result_id)), end="")
     return ExitCode.OK

@@ -13,7 +13,7 @@ import hashlib
 import secrets
 import signal
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +26,7 @@ from runner.environment import base_environment
 from runner.errors import EnvironmentUnusable, ExitCode
 from runner.history import CaseResult, RunFolder, RunRecord, RunStatus, SqliteHistory
 from runner.judge import Evidence, Twin, judge
+from runner.listeners import RunListener, as_listener
 from runner.localize import LOCALIZED_VERDICTS, first_divergent_node
 from runner.matrix import Case
 from runner.oracle import ReferenceCache
@@ -134,20 +135,18 @@ def execute(
     selection: dict[str, Any] | None = None,
     localize: bool = True,
     run_timeout_s: float | None = None,
-    on_result: Callable[[CaseResult], None] = lambda result: None,
-    on_start: Callable[[Case], None] = lambda case: None,
     maxfail: int | None = None,
-    on_backend: Callable[[str, float], None] = lambda name, seconds: None,
-    on_note: Callable[[str], None] = lambda text: None,
+    listener: RunListener | Iterable[RunListener] | None = None,
 ) -> RunSummary:
     """Run `cases`, storing each result as it finishes under `out` (see reports/README.md).
 
     `selection` (filters, shard, backends) is recorded so that shards can be merged safely.
     Past `run_timeout_s`, or once `maxfail` results were unexpected, no further case starts and
-    the run is marked incomplete. Each backend first prepares what its cases need (installing
-    versions), saying so through `on_note`; `on_backend` hears of each backend opened (name,
-    seconds).
+    the run is marked incomplete. `listener` (one, several or none; ``runner.listeners``) hears
+    of each case started and stored, each backend opened, and the notes of each backend
+    preparing what its cases need (installing versions).
     """
+    listener = as_listener(listener)
     cases = list(cases)
     run_id = new_run_id()
     suites = sorted({str(case.suite.path) for case in cases})
@@ -180,14 +179,14 @@ def execute(
         with _Interrupts().installed() as interrupts, ExitStack() as closing:
             for name in names:
                 targets = list(dict.fromkeys(c.backend for c in cases if c.backend.name == name))
-                environment.update(REGISTRY[name].prepared(targets, on_note))
+                environment.update(REGISTRY[name].prepared(targets, listener.on_note))
             # All opened first, so that one booting in the background (wgpu's process) does so
             # while another runs cases; each one's environment is recorded once it has run one.
             for name in names:
                 began = time.perf_counter()
                 backends[name] = open_backend(name, options)
                 closing.callback(backends[name].close)
-                on_backend(name, time.perf_counter() - began)
+                listener.on_backend(name, time.perf_counter() - began)
             for case in cases:
                 if deadline is not None and time.monotonic() > deadline:
                     status = RunStatus.INCOMPLETE
@@ -197,7 +196,7 @@ def execute(
                     )
                     break
                 case = dataclasses.replace(case, inject=case.inject | options.inject)
-                on_start(case)
+                listener.on_start(case)
                 backend = backends[case.backend.name]
                 if case.backend.name not in used:
                     used.add(case.backend.name)
@@ -208,7 +207,7 @@ def execute(
                     for store in stores:
                         store.record(result)
                 results.append(result)
-                on_result(result)
+                listener.on_result(result)
                 failed += result.outcome in FAILING_OUTCOMES
                 if maxfail and failed >= maxfail and len(results) < len(cases):
                     status = RunStatus.INCOMPLETE

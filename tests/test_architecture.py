@@ -176,3 +176,33 @@ def test_descriptors_say_what_other_steps_need():
         assert [t.id for t in label_versions(descriptor.targets({}, REPO)).values()] == (
             [f"{name}:{b}" for b in descriptor.builds] or [name]
         )
+
+
+def _importers(graph, prefix: str) -> set[str]:
+    """Modules outside `prefix` that import (at load or in a function) one inside it."""
+
+    def inside(name: str) -> bool:
+        return name == prefix or name.startswith(prefix + ".")
+
+    return {
+        name
+        for name, (at_load, deferred) in graph.items()
+        if not inside(name) and any(inside(t) for t in at_load | deferred)
+    }
+
+
+def test_the_report_and_repro_floors_point_down_only():
+    """The report reads the history and lays it out: no backend (the Chromium timing tool is in
+    runner/tools/, which no step imports); repro rebuilds a case without the report (new-case's
+    snippet is runner/newcase.py, the result lookup is in history/)."""
+    graph = _graph()
+    for name, (at_load, deferred) in graph.items():
+        imported = at_load | deferred
+        if name.startswith("runner.report"):
+            assert not {t for t in imported if t.startswith("runner.backends")}, name
+        if name.startswith("runner.repro"):
+            assert not {t for t in imported if t.startswith("runner.report")}, name
+        if name.startswith("runner.history"):
+            assert not {t for t in imported if t.startswith(("runner.report", "runner.repro"))}
+    assert _importers(graph, "runner.tools") == set()
+    assert _importers(graph, "runner.reporters") == {"runner.cli"}

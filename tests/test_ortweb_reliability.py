@@ -19,6 +19,7 @@ from runner import pipeline
 from runner.backends.base import BackendOptions
 from runner.backends.ortweb.browser import descendant_pids
 from runner.backends.ortweb.package import pinned_version
+from runner.listeners import RunListener
 from runner.matrix import expand_matrix
 from runner.pipeline import execute
 from runner.suite.loader import load_suite
@@ -66,11 +67,12 @@ def run_breaking(write_suite, out: Path, break_slow_case, suite: str = CRASH_SUI
     cases = expand_matrix([load_suite(write_suite(suite))])
     assert [c.model.name for c in cases] == ["before", "slow", "after"]
 
-    def on_start(case) -> None:
-        if case.model.name == "slow":
-            break_slow_case()
+    class BreakSlowCase(RunListener):
+        def on_start(self, case) -> None:
+            if case.model.name == "slow":
+                break_slow_case()
 
-    summary = execute(cases, out, BackendOptions(runs=2), on_start=on_start)
+    summary = execute(cases, out, BackendOptions(runs=2), listener=BreakSlowCase())
     verdicts = {r.case_id.split("/")[0]: r for r in summary.results}
     assert summary.status == "complete"
     assert [verdicts[m].verdict for m in ("before", "slow", "after")] == ["pass", "error", "pass"]

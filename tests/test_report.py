@@ -38,11 +38,11 @@ from runner.cli import build_parser, cmd_new_case
 from runner.errors import InvalidInput
 from runner.history import CaseResult, RunRecord, SqliteHistory
 from runner.history.record import result_id
+from runner.newcase import BUG_PLACEHOLDER, case_snippet
 from runner.report import analysis, build_reports
-from runner.report import page as page_module
+from runner.report import model as report_model
 from runner.report.history import load_history
 from runner.report.junit import junit_xml
-from runner.report.newcase import BUG_PLACEHOLDER, case_snippet
 from runner.verdicts import VERDICTS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -275,7 +275,7 @@ def latest(written, number: int) -> dict[str, Any]:
 
 def folded(out: Path, fold: str) -> list:
     """The rows (or blocks) a fold keeps in data.js, parsed as the page would insert them."""
-    text = (out / page_module.DATA_FILE).read_text(encoding="utf-8")
+    text = (out / report_model.DATA_FILE).read_text(encoding="utf-8")
     data = json.loads(text.removeprefix("window.REPORT_DATA = ").rstrip().removesuffix(";"))
     markup = data["folds"].get(fold, "")
     parent = "tbody" if markup.startswith("<tr") else "div"
@@ -342,35 +342,36 @@ def test_error_trends_put_the_worst_against_tolerance_first(reports):
 # --- the page -----------------------------------------------------------------------------
 
 
-def test_the_legend_gives_every_verdict_a_code_in_headline_order():
-    legend = page_module._legend()
-    positions = [legend.index(f"{page_module.VERDICT_CODES[name]} {name}") for name in VERDICTS]
+def test_the_legend_gives_every_verdict_a_code_in_headline_order(page):
+    (legend,) = page.get_element_by_id("grid").xpath("p/span[@class='muted']")
+    shown = legend.text_content()
+    positions = [shown.index(f"{report_model.VERDICT_CODES[name]} {name}") for name in VERDICTS]
     assert positions == sorted(positions)
-    assert set(page_module.VERDICT_CODES) == set(VERDICTS)
+    assert set(report_model.VERDICT_CODES) == set(VERDICTS)
 
 
 def test_the_page_is_self_contained_and_escapes_every_user_string(reports, page):
     out, _ = reports
     text = (out / "index.html").read_text(encoding="utf-8")
     assert text.count("<script") == 1  # the filter script; the suite's <script> is text
-    assert 'alert("suite")' not in text and "&lt;script&gt;alert(&quot;suite&quot;)" in text
+    assert 'alert("suite")' not in text and "&lt;script&gt;alert(&#34;suite&#34;)" in text
     assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
-    assert "<i>" not in text and "enc&lt;i&gt;&amp;&quot;&#x27;" in text
+    assert "<i>" not in text and "enc&lt;i&gt;&amp;&#34;&#39;" in text
     assert "<b>linux</b>" not in text
     assert 'href="javascript:' not in text and "javascript:alert(document.cookie)" in text
     assert page.xpath("//@src") == [] and page.xpath("//link") == []
     assert {h for h in page.xpath("//@href") if not h.startswith("#")} == {STALE_BUG_URL}
     assert "default-src 'none'" in text and "script-src 'self' 'unsafe-inline'" in text
     # the folded rows beside the page are escaped alike, and belong to this build of it
-    data = (out / page_module.DATA_FILE).read_text(encoding="utf-8")
-    assert 'alert("suite")' not in data and "&lt;script&gt;alert(&quot;suite&quot;)" in data
+    data = (out / report_model.DATA_FILE).read_text(encoding="utf-8")
+    assert 'alert("suite")' not in data and "&lt;script&gt;alert(&#34;suite&#34;)" in data
     build = page.xpath("//body/@data-build")[0]
     assert data.startswith(f'window.REPORT_DATA = {{"build": "{build}", ')
 
 
 def test_failures_past_the_first_ones_fold_into_data_js_escaped(tmp_path, monkeypatch):
     write_history(tmp_path / "history.sqlite")
-    monkeypatch.setattr(page_module, "SHOWN_ROWS", 1)
+    monkeypatch.setattr(report_model, "SHOWN_ROWS", 1)
     build_reports(tmp_path)
     page = lxml_html.fromstring((tmp_path / "index.html").read_bytes())
     failures = page.get_element_by_id("failures")
@@ -385,7 +386,7 @@ def test_failures_past_the_first_ones_fold_into_data_js_escaped(tmp_path, monkey
         CELLS[4].case_id,
         CELLS[9].case_id,
     ]
-    data = (tmp_path / page_module.DATA_FILE).read_text(encoding="utf-8")
+    data = (tmp_path / report_model.DATA_FILE).read_text(encoding="utf-8")
     assert "<img" not in data and "&lt;img src=x onerror=alert(1)&gt;" in data
     assert 'href=\\"javascript:' not in data
 
@@ -535,6 +536,26 @@ def test_each_failure_has_details_and_a_valid_yaml_case(page, reports):
     snippet = first.xpath(".//pre[@class='yaml']")[0].text_content()
     assert snippet == case_snippet(CaseResult.from_dict(latest(written, 2)))
     validate_snippet(snippet, CELLS[2].case_id)
+
+
+def test_page_summary_and_junit_read_one_model_built_once(tmp_path, monkeypatch):
+    write_history(tmp_path / "history.sqlite")
+    calls = {"changes": 0, "previous_comparable": 0, "report_failures": 0}
+    for name in calls:
+        original = getattr(analysis, name)
+
+        def counted(*args, _name=name, _original=original, **kwargs):
+            calls[_name] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(analysis, name, counted)
+    build_reports(tmp_path)
+    assert calls == {"changes": 1, "previous_comparable": 1, "report_failures": 1}
+    # the navigation names the sections the model has: one version, so no version grid
+    page = lxml_html.fromstring((tmp_path / "index.html").read_bytes())
+    nav = [a.get("href") for a in page.xpath("//nav/a")]
+    assert nav == [f"#{s.get('id')}" for s in page.xpath("//main/section")]
+    assert "#versions" not in nav and nav[0] == "#latest" and nav[-1] == "#failures"
 
 
 def test_an_empty_history_gives_a_page_saying_so(tmp_path):

@@ -18,8 +18,8 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from runner.report import build_reports
-from runner.report.measure import measure
-from runner.report.page import DATA_FILE, case_anchor
+from runner.report.model import DATA_FILE, case_anchor
+from runner.tools.report_timing import measure
 from tests.test_report import CELLS, MARKUP_MODEL, write_history
 from tests.test_report_scale import RESULTS_PER_RUN, write_large_history
 

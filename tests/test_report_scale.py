@@ -25,7 +25,7 @@ from lxml import html as lxml_html
 from runner.history import CaseResult, RunRecord, SqliteHistory
 from runner.history.record import result_id
 from runner.report import build_reports
-from runner.report.page import DATA_FILE, SHOWN_ROWS
+from runner.report.model import DATA_FILE, SHOWN_ROWS
 
 REPO = Path(__file__).resolve().parents[1]
 VALIDATOR = jsonschema.Draft202012Validator(

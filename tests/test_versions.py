@@ -17,8 +17,9 @@ from runner.backends.ortweb.package import OrtWebPackage, pinned_version
 from runner.history import CaseResult, RunRecord
 from runner.matrix import unversioned_id
 from runner.report import analysis
+from runner.report.build import build_report
 from runner.report.history import History
-from runner.report.page import render_page
+from runner.report.render import render_page
 from runner.suite import load_suite
 
 from .conftest import case_result, regress
@@ -329,9 +330,9 @@ def test_the_report_shows_cases_by_version_and_what_changed():
             "after": "capture-mismatch",
         },
     ]
-    page, _ = render_page(history, "2026-11-30T11:00:00+00:00")
+    page, _ = render_page(build_report(history, "2026-11-30T11:00:00+00:00"))
     assert '<section id="versions">' in page and '<a href="#versions">' in page
     assert "dev<br>" in page and "Changed between versions" in page
     single = History.of([RunRecord("R", "2026-11-30T10:00:00+00:00")], results[2:4])
     assert analysis.version_grid(single.results).empty
-    assert 'id="versions"' not in render_page(single, "2026-11-30T11:00:00+00:00")[0]
+    assert 'id="versions"' not in render_page(build_report(single, "2026-11-30T11:00:00+00:00"))[0]

@@ -3,6 +3,12 @@ its dict form is ``schemas/result.schema.json``) and ``RunRecord`` (a run's run.
 
 Both are written with ``to_dict`` and read back with ``from_dict``, which takes records of
 earlier versions of this tool too: a field they lack gets its default.
+
+Every record carries the stored format it is written in (``format``; ``FORMAT`` is this
+runner's). A change a reader of the previous format would misread (a new field, a field that
+means something else) takes the next number; ``from_dict`` refuses a record of a newer format
+(``NewerFormat``: exit 2, naming the file, its format and this runner's) rather than drop what
+it does not know. A record without ``format`` is format 1, the first.
 """
 
 from __future__ import annotations
@@ -16,10 +22,33 @@ from datetime import UTC, datetime
 from typing import Any
 
 from runner.backends.base import BackendRun
+from runner.errors import InvalidInput
 from runner.judge import Judgement, outcome
 from runner.matrix import Case
 from runner.suite.spec import mode_name
 from runner.verdicts import Outcome
+
+# The stored format this runner writes, and the newest it reads (run.json, results.jsonl, the
+# records in history.sqlite, whose PRAGMA user_version carries it too).
+FORMAT = 1
+
+
+class NewerFormat(InvalidInput):
+    """A store written by a newer runner: reading it would lose what this one does not know."""
+
+    def __init__(self, where: str, found: object):
+        super().__init__(
+            f"{where}: stored in format {found}; this runner reads formats 1 to {FORMAT}: "
+            "read it with the newer webgpu-capture-regress that wrote it"
+        )
+
+
+def stored_format(data: dict[str, Any], where: str) -> int:
+    """The format `data` was written in (1 without a ``format`` field); refuses newer ones."""
+    found = data.get("format", 1)
+    if not isinstance(found, int) or isinstance(found, bool) or not 1 <= found <= FORMAT:
+        raise NewerFormat(where, found)
+    return found
 
 
 class RunStatus(enum.StrEnum):
@@ -49,16 +78,19 @@ class RunRecord:
     shards: list[str] = field(default_factory=list)  # the shard runs a merged run stands for
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"format": FORMAT, **asdict(self)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunRecord:
+    def from_dict(cls, data: dict[str, Any], where: str = "a run record") -> RunRecord:
+        stored_format(data, where)
         known = _known(cls, data)
         return cls(**{**known, "status": RunStatus(known.get("status") or RunStatus.RUNNING)})
 
 
 def _known(cls, data: dict[str, Any]) -> dict[str, Any]:
-    """The fields of `cls` that `data` holds; the others get their defaults."""
+    """The fields of `cls` that `data` holds; the others get their defaults. A field it does not
+    know can only be one an earlier format had and this one retired (``stored_format`` refuses
+    newer formats first)."""
     names = {f.name for f in dataclasses.fields(cls)}
     return {k: v for k, v in data.items() if k in names}
 
@@ -163,9 +195,10 @@ class CaseResult:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"format": FORMAT, **asdict(self)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CaseResult:
+    def from_dict(cls, data: dict[str, Any], where: str = "a stored result") -> CaseResult:
+        stored_format(data, where)
         known = _known(cls, data)
         return cls(**{**known, "outcome": Outcome(known["outcome"])})

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from runner.files import write_atomic
-from runner.history.record import CaseResult, RunRecord
+from runner.history.record import FORMAT, CaseResult, NewerFormat, RunRecord
 
 # Columns the report and merge query directly; the whole record is kept as JSON beside them.
 RESULT_COLUMNS = (
@@ -74,12 +74,23 @@ class RunFolder(ResultStore):
 
 
 class SqliteHistory(ResultStore):
-    """Every run's results in one SQLite file; safe for concurrent writers (WAL, busy timeout)."""
+    """Every run's results in one SQLite file; safe for concurrent writers (WAL, busy timeout).
+
+    ``PRAGMA user_version`` holds the file's stored format (``FORMAT``; 0, as a database before
+    formats were numbered says, is format 1): a file of a newer format is refused before
+    anything is read or written, an older one is read as it is.
+    """
 
     def __init__(self, path: Path):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+        (found,) = self._db.execute("PRAGMA user_version").fetchone()
+        if found > FORMAT:
+            self._db.close()
+            raise NewerFormat(str(path), found)
+        if found == 0:
+            self._db.execute(f"PRAGMA user_version = {FORMAT}")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA busy_timeout=30000")
         self._db.executescript(
@@ -130,15 +141,21 @@ class SqliteHistory(ResultStore):
 
     def runs(self) -> list[RunRecord]:
         """Every run, oldest first."""
-        rows = self._db.execute("SELECT record FROM runs ORDER BY started, run_id")
-        return [RunRecord.from_dict(json.loads(record)) for (record,) in rows]
+        rows = self._db.execute("SELECT run_id, record FROM runs ORDER BY started, run_id")
+        return [
+            RunRecord.from_dict(json.loads(record), f"{self.path} (run {run_id})")
+            for run_id, record in rows
+        ]
 
     def results(self, run_id: str | None = None) -> list[CaseResult]:
-        query, args = "SELECT record FROM results", ()
+        query, args = "SELECT result_id, record FROM results", ()
         if run_id is not None:
             query, args = query + " WHERE run_id = ?", (run_id,)
         rows = self._db.execute(query + " ORDER BY run_id, rowid", args)
-        return [CaseResult.from_dict(json.loads(record)) for (record,) in rows]
+        return [self._result(result_id, record) for result_id, record in rows]
+
+    def _result(self, result_id: str, record: str) -> CaseResult:
+        return CaseResult.from_dict(json.loads(record), f"{self.path} (result {result_id})")
 
     def latest_outcomes(self) -> dict[str, str]:
         """Each case id's outcome in the latest run that recorded it (runs in start order)."""
@@ -151,7 +168,7 @@ class SqliteHistory(ResultStore):
 
     def result(self, result_id: str) -> CaseResult | None:
         row = self._db.execute(
-            "SELECT record FROM results WHERE result_id = ? OR result_id LIKE ?",
+            "SELECT result_id, record FROM results WHERE result_id = ? OR result_id LIKE ?",
             (result_id, f"{result_id}%"),
         ).fetchone()
-        return CaseResult.from_dict(json.loads(row[0])) if row else None
+        return self._result(*row) if row else None

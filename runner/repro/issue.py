@@ -17,7 +17,7 @@ from runner.backends.base import ReproRunner
 from runner.compare import compare
 from runner.history import CaseResult
 from runner.matrix import Case
-from runner.report.newcase import case_snippet
+from runner.newcase import case_snippet
 from runner.suite.spec import Tolerance
 from runner.verdicts import VERDICTS
 from runner.workload import Feed

@@ -19,8 +19,8 @@ import onnx
 
 from runner.backends import REGISTRY
 from runner.backends.base import BackendOptions, ReproRequest, ReproRunner, resolve
+from runner.history.lookup import find_result
 from runner.oracle import onnxruntime_version
-from runner.report.newcase import find_result
 from runner.repro import bundle, issue
 from runner.repro.command import NOTHING_TO_REPRODUCE, backend_name
 from runner.repro.cut import Anchor, Cut, anchor, cut_workload, op_counts, plan_cuts

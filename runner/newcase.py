@@ -1,6 +1,8 @@
 """A per-bug YAML case for one result, ready to paste into a suite's ``cases:``.
 
-The report shows one under each failure; ``python -m runner new-case RESULT_ID`` prints it.
+The report shows one under each failure, a repro bundle's ISSUE.md quotes it, and
+``python -m runner new-case RESULT_ID`` prints it: a module of its own, which the report and
+repro both import (it imports only the stored result and the suite's vocabulary).
 The entry is valid against the ``cases`` items of ``schemas/suite.schema.json``; where the
 failure came from (model, shape, layout, backend) rides along as comments.
 """
@@ -8,19 +10,14 @@ failure came from (model, shape, layout, backend) rides along as comments.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from runner.errors import InvalidInput
-from runner.history import CaseResult, SqliteHistory
+from runner.history import CaseResult
 from runner.suite.spec import shape_label
 
 BUG_PLACEHOLDER = "FILL IN: a bug URL or owner/repo#number"
-
-# Result ids are hex digests; a prefix of a few digits is enough to find one.
-RESULT_ID = re.compile(r"[0-9a-f]{4,40}")
 
 # Anything that would end a YAML comment line or that YAML refuses in a stream.
 NOT_COMMENT_SAFE = re.compile(
@@ -108,22 +105,3 @@ def case_snippet(result: CaseResult) -> str:
         width=100,
     )
     return "\n".join(_context(result)) + "\n" + body
-
-
-def find_result(history: Path, result_id: str) -> CaseResult:
-    """The stored result with this id (or unique-enough prefix); InvalidInput if none."""
-    wanted = result_id.strip().lower()
-    if not RESULT_ID.fullmatch(wanted):
-        raise InvalidInput(
-            f"result id {result_id!r}: expected at least 4 hex digits, as shown in the report"
-        )
-    if not history.exists():
-        raise InvalidInput(f"{history}: no history yet; run `python -m runner run` first")
-    store = SqliteHistory(history)
-    try:
-        result = store.result(wanted)
-    finally:
-        store.close()
-    if result is None:
-        raise InvalidInput(f"no result {result_id!r} in {history}")
-    return result

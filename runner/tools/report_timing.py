@@ -1,5 +1,5 @@
 """How big the report is and how fast it opens, as docs/reports.md figures are measured:
-``python -m runner.report.measure [OUT]`` opens OUT/index.html from disk in headless Chromium,
+``python -m runner.tools.report_timing [OUT]`` opens OUT/index.html from disk in headless Chromium,
 then opens its case-by-run fold (data.js loaded, its rows inserted), and prints what it took.
 
 Measured, not asserted: timings depend on the machine (docs/ci.md, "Tests").
@@ -15,7 +15,7 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 from runner.backends.ortweb.browser import chromium_flags, find_chromium
-from runner.report.page import DATA_FILE
+from runner.report.model import DATA_FILE
 
 FOLD = "#grid details.fold"
 
