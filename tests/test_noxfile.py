@@ -64,6 +64,7 @@ def test_options_that_take_a_value_are_derived_from_the_parser(value_options):
         "--filter",
         "--inject",
         "--maxfail",
+        "--ort-native-version",
         "--ort-web-version",
         "--out",
         "--run-timeout",

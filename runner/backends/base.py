@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,12 @@ class Timings:
     first_run_ms: float | None = None  # the first run (records, under capture), outputs read back
     median_run_ms: float | None = None  # median of the later runs (replays, under capture)
     runs: int = 0
+
+    @classmethod
+    def of_runs(cls, session_ms: float, times: Sequence[float]) -> Timings:
+        """From each run's milliseconds, first run first."""
+        later = statistics.median(times[1:]) if len(times) > 1 else None
+        return cls(session_ms, times[0] if times else None, later, len(times))
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ record, every later run must replay that graph.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -203,12 +202,7 @@ class EpBackend:
             if time.perf_counter() > deadline:
                 break
         timed_out = len(runs) < len(feeds)
-        timings = Timings(
-            session_ms=session_ms,
-            first_run_ms=times[0],
-            median_run_ms=statistics.median(times[1:]) if len(times) > 1 else None,
-            runs=len(times),
-        )
+        timings = Timings.of_runs(session_ms, times)
         details: dict[str, Any] = {"session_created": created, "provider": self.provider}
         if case.capture:
             details["replayed_graphs"] = replayed

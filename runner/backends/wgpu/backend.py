@@ -8,7 +8,6 @@ eager and capture runs differ, and ``faults`` for the bugs a case can inject.
 from __future__ import annotations
 
 import hashlib
-import statistics
 import time
 from typing import Any
 
@@ -117,12 +116,7 @@ class WgpuBackend:
             if time.perf_counter() > deadline:
                 break
         timed_out = len(runs) < len(feeds)
-        timings = Timings(
-            session_ms=session_ms,
-            first_run_ms=times[0],
-            median_run_ms=statistics.median(times[1:]) if len(times) > 1 else None,
-            runs=len(times),
-        )
+        timings = Timings.of_runs(session_ms, times)
         details: dict[str, Any] = {
             "adapter": device.adapter.info["device"],
             "session": session.number,
