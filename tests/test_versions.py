@@ -267,8 +267,10 @@ def test_bisect_refuses_what_it_cannot_do(offline_cache, write_suite):
     assert no_versions.returncode == 2 and "wgpu has no versions" in no_versions.stderr
 
 
-def test_only_ort_web_has_versions():
-    assert [name for name, d in REGISTRY.items() if d.versions] == ["ort-web"]
+def test_the_backends_with_versions_are_ort_web_and_ort_native():
+    versioned = [name for name, d in REGISTRY.items() if d.versions]
+    assert versioned == ["ort-web", "ort-native"]
+    assert all(REGISTRY[name].version_history for name in versioned)
 
 
 SUITE = """
