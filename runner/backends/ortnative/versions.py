@@ -21,8 +21,8 @@ from runner.errors import EnvironmentUnusable, InvalidInput
 
 ORT_PACKAGE = "onnxruntime"
 EP_PACKAGE = "onnxruntime-ep-webgpu"
-# The pair the backend runs unless told otherwise: the first onnxruntime whose Python API
-# reaches WebGPU graph capture (microsoft/onnxruntime#32074), with the newest plugin.
+# The pair the backend runs unless told otherwise: an onnxruntime whose Python API reaches WebGPU
+# graph capture (microsoft/onnxruntime#32074; 1.31.1 has it too), with the newest plugin.
 PINNED_ORT = "1.32.0"
 PINNED_EP = "0.4.0"
 
@@ -33,7 +33,7 @@ SYNTAX = (
 )
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class NativeVersion:
     """An exact pair: the onnxruntime and the onnxruntime-ep-webgpu that run together."""
 
