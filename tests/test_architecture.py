@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import ast
 import json
+import socket
+import subprocess
 from pathlib import Path
 
 import jsonschema
 import pytest
 
 from runner.backends import REGISTRY
+from runner.suite import load_suites
 from runner.suite.spec import label_versions
 from runner.verdicts import VERDICTS
 
@@ -30,9 +33,12 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _imports(path: Path, name: str, known: set[str]) -> tuple[set[str], set[str]]:
+def _imports(
+    path: Path, name: str, known: set[str], type_checking: bool = False
+) -> tuple[set[str], set[str]]:
     """Runner modules `path` imports when it loads, and those it imports inside functions
-    (``if TYPE_CHECKING:`` blocks are neither: they never run)."""
+    (``if TYPE_CHECKING:`` blocks are neither, as they never run, unless `type_checking`: then
+    their imports count as deferred)."""
     tree = ast.parse(path.read_text())
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     at_load, deferred = set(), set()
@@ -52,11 +58,13 @@ def _imports(path: Path, name: str, known: set[str]) -> tuple[set[str], set[str]
         return {n for n in names if n in known}
 
     def visit(node, in_function: bool) -> None:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        checking = isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        if checking and not type_checking:
             return
         if isinstance(node, ast.Import | ast.ImportFrom):
             (deferred if in_function else at_load).update(targets(node))
-        nested = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        nested = in_function or checking
+        nested = nested or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         for child in ast.iter_child_nodes(node):
             visit(child, nested)
 
@@ -64,9 +72,11 @@ def _imports(path: Path, name: str, known: set[str]) -> tuple[set[str], set[str]
     return at_load - {name}, deferred - {name}
 
 
-def _graph() -> dict[str, tuple[set[str], set[str]]]:
+def _graph(type_checking: bool = False) -> dict[str, tuple[set[str], set[str]]]:
     modules = _modules()
-    return {name: _imports(path, name, set(modules)) for name, path in modules.items()}
+    return {
+        name: _imports(path, name, set(modules), type_checking) for name, path in modules.items()
+    }
 
 
 def _with_parents(graph, name: str) -> set[str]:
@@ -78,11 +88,7 @@ def _with_parents(graph, name: str) -> set[str]:
     return loaded - {name}
 
 
-def test_modules_import_one_another_without_cycles():
-    graph = _graph()
-    # A submodule may import its package's other submodules while the package initializes:
-    # only the modules an import statement names are edges, not the packages above them.
-    edges = {name: graph[name][0] for name in graph}
+def _fail_on_a_cycle(edges: dict[str, set[str]]) -> None:
     state: dict[str, str] = {}
 
     def visit(name: str, path: list[str]) -> None:
@@ -95,9 +101,22 @@ def test_modules_import_one_another_without_cycles():
                 visit(target, [*path, target])
         state[name] = "done"
 
-    for name in sorted(graph):
+    for name in sorted(edges):
         if name not in state:
             visit(name, [name])
+
+
+def test_modules_import_one_another_without_cycles():
+    # A submodule may import its package's other submodules while the package initializes:
+    # only the modules an import statement names are edges, not the packages above them.
+    _fail_on_a_cycle({name: at_load for name, (at_load, _) in _graph().items()})
+
+
+def test_no_cycle_even_through_type_checking_or_function_level_imports():
+    """The floors hold for readers and type checkers too: counting every import statement
+    (annotations under TYPE_CHECKING, imports inside functions), no module reaches itself."""
+    graph = _graph(type_checking=True)
+    _fail_on_a_cycle({name: at_load | deferred for name, (at_load, deferred) in graph.items()})
 
 
 def test_no_function_level_import_of_a_module_already_loaded():
@@ -206,3 +225,16 @@ def test_the_report_and_repro_floors_point_down_only():
             assert not {t for t in imported if t.startswith(("runner.report", "runner.repro"))}
     assert _importers(graph, "runner.tools") == set()
     assert _importers(graph, "runner.reporters") == {"runner.cli"}
+
+
+def test_loading_the_bundled_suites_starts_no_process_and_opens_no_connection(monkeypatch):
+    """Loading reads files only (versions a registry must resolve wait for the selected cases):
+    with processes and sockets forbidden, every bundled suite still loads."""
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError(f"loading a suite reached out: {args[:1]}")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", forbidden)
+    monkeypatch.setattr(socket.socket, "connect", forbidden)
+    suites = load_suites([REPO / "suites"])
+    assert len(suites) == 7

@@ -13,7 +13,6 @@ import itertools
 import json
 import math
 import os
-import subprocess
 from collections.abc import Callable, Iterable
 from functools import lru_cache, partial
 from pathlib import Path
@@ -174,18 +173,13 @@ def _describe(value: Any) -> str:
 
 
 def _repository_root(path: Path) -> Path:
-    """The git work tree holding `path`, or its folder when it is in none."""
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(path.parent), "rev-parse", "--show-toplevel"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        return Path(out).resolve()
-    except (OSError, subprocess.SubprocessError):
-        return path.parent.resolve()
+    """The work tree holding `path` (the nearest folder above it with a ``.git``, a folder or a
+    worktree's file), or its folder when it is in none: from files alone, as loading must be."""
+    folder = path.resolve().parent
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return folder
 
 
 def _largest_encoder_tensor(encoder: EncoderParams, shape: dict[str, int]) -> int:
