@@ -437,6 +437,7 @@ DETECTORS: tuple[Detector, ...] = (
 class Judgement:
     verdicts: frozenset[str]
     verdict: str  # the headline
+    outcome: Outcome  # the verdicts against the case's expectation
     message: str
     max_abs: float | None  # against the reference
     max_rel: float | None
@@ -506,6 +507,7 @@ def judge(ev: Evidence) -> Judgement:
     return Judgement(
         verdicts=verdicts,
         verdict=headline(verdicts),
+        outcome=outcome(verdicts, ev.case.expectation.expect),
         message="; ".join(messages),
         max_abs=max_abs,
         max_rel=max_rel,

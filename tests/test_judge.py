@@ -14,12 +14,14 @@ from runner.matrix import Case
 from runner.suite.spec import (
     BackendTarget,
     EncoderParams,
+    Expectation,
     Layout,
     ModelSpec,
     Shape,
     Suite,
     Tolerance,
 )
+from runner.verdicts import Outcome
 from runner.workload import input_schedule
 from runner.workload.inputs import BASE
 
@@ -153,6 +155,16 @@ def test_backend_status_is_the_verdict(status):
 )
 def test_outcome(got, expect, result):
     assert outcome(frozenset(got), frozenset(expect)) == result
+
+
+def test_the_judgement_carries_the_outcome_against_the_cases_expectation():
+    expected_stale = Expectation(expect=frozenset({"stale-layout"}))
+    clean = run(REF, REF, REF)
+    assert judge(Evidence(case(False), clean, REFS)).outcome == Outcome.EXPECTED
+    unexpected_pass = judge(Evidence(case(False, expectation=expected_stale), clean, REFS))
+    assert unexpected_pass.outcome == Outcome.UNEXPECTED_PASS
+    broken = judge(Evidence(case(False), run({"y": REF["y"] * 2}), REFS))
+    assert broken.outcome == Outcome.UNEXPECTED
 
 
 def test_a_failing_revisit_is_attributed_to_the_layout_change():

@@ -17,6 +17,7 @@ from runner.matrix import select_resolved
 from runner.report import analysis
 from runner.report.history import History
 from runner.suite import load_suites
+from runner.verdicts import Outcome
 
 from .conftest import regress
 
@@ -115,7 +116,7 @@ def test_one_target_and_one_column_per_exact_version(write_suite, tmp_path, monk
             "R",
             case,
             BackendRun(),
-            Judgement(frozenset({"pass"}), "pass", "", 0.0, 0.0),
+            Judgement(frozenset({"pass"}), "pass", Outcome.EXPECTED, "", 0.0, 0.0),
             wall_ms=1.0,
         )
         for case in cases

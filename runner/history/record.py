@@ -23,7 +23,7 @@ from typing import Any
 
 from runner.backends.base import BackendRun
 from runner.errors import InvalidInput
-from runner.judge import Judgement, outcome
+from runner.judge import Judgement
 from runner.matrix import Case
 from runner.suite.spec import mode_name
 from runner.verdicts import Outcome
@@ -176,7 +176,7 @@ class CaseResult:
             verdict=judgement.verdict,
             verdicts=sorted(judgement.verdicts),
             expected=sorted(expect),
-            outcome=outcome(judgement.verdicts, expect),
+            outcome=judgement.outcome,
             bug=case.expectation.bug,
             reason=case.expectation.reason,
             max_abs_error=_finite(judgement.max_abs),
