@@ -16,7 +16,6 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from runner.backends.base import BackendTarget
 from runner.backends.ortnative.versions import EP_PACKAGE, ORT_PACKAGE, NativeVersion
 from runner.environment import package_version
 from runner.errors import EnvironmentUnusable
-from runner.files import CACHE_ENV, cache_root
+from runner.files import CACHE_ENV, cache_root, make_temporary_folder
 
 PIP_TIMEOUT_S = 900.0  # onnxruntime's wheel is about 28 MB
 MANIFEST = "environment.json"  # what the folder holds; written last: the folder is complete
@@ -55,8 +54,7 @@ def install(version: NativeVersion) -> Path:
     if site is not None:
         return site
     folder = environments_folder() / version.exact
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{version.exact}."))
+    staging = make_temporary_folder(folder.parent, f".{version.exact}.")
     try:
         include_ort = package_version(ORT_PACKAGE) != version.ort
         packages = [f"{EP_PACKAGE}=={version.ep}"]
