@@ -40,13 +40,12 @@ from runner.backends import resolve_targets  # noqa: E402
 from runner.backends.base import BackendOptions  # noqa: E402
 from runner.backends.ortweb.backend import OrtWebBackend  # noqa: E402
 from runner.backends.ortweb.browser import descendant_pids  # noqa: E402
-from runner.judge import Evidence, judge  # noqa: E402
+from runner.casestep import CaseStep  # noqa: E402
 from runner.matrix import select_resolved  # noqa: E402
-from runner.oracle import compute_reference  # noqa: E402
+from runner.oracle import ReferenceCache  # noqa: E402
 from runner.pipeline import execute  # noqa: E402
 from runner.report.junit import case_seconds  # noqa: E402
 from runner.suite import load_suites  # noqa: E402
-from runner.workload import materialize  # noqa: E402
 
 
 def inside_ms(result) -> float:
@@ -67,15 +66,12 @@ def naive(cases, options: BackendOptions) -> tuple[float, float]:
     began = time.perf_counter()
     inside_s = 0.0
     for case in cases:
-        workload = materialize(case, options.runs)
-        references = {v: compute_reference(workload, v) for v in workload.all_variants()}
         backend = OrtWebBackend(options)
         try:
-            run = backend.run(case, workload)
+            judged = CaseStep(ReferenceCache(None).references, options.runs).run(case, backend)
         finally:
             backend.close()
-        judge(Evidence(case, run, references, feeds=workload.feeds(options.runs)))
-        inside_s += case_seconds(dataclasses.asdict(run.timings))
+        inside_s += case_seconds(dataclasses.asdict(judged.run.timings))
     return time.perf_counter() - began, inside_s
 
 

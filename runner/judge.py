@@ -68,6 +68,7 @@ class Evidence:
     # (layout label, references) of content-different layouts that ran earlier in the sequence
     earlier: tuple[tuple[str, Mapping[Variant, Outputs]], ...] = ()
     no_reference: str = ""  # why the oracle gave no reference, when it gave none
+    expected: Outputs | None = None  # an op test's file's expected outputs; None: no op test
 
     @property
     def run_feeds(self) -> tuple[Feed, ...]:

@@ -40,7 +40,9 @@ def cache_key(workload: Workload, variant: Variant) -> str:
 
 
 class ReferenceCache:
-    def __init__(self, folder: Path):
+    """References kept in memory and, given a folder, on disk for the next run."""
+
+    def __init__(self, folder: Path | None):
         self.folder = folder
         self.computed = 0  # references (one per variant) computed here; the rest came from disk
         self._memory: dict[str, dict[str, np.ndarray]] = {}  # variant key -> outputs
@@ -54,12 +56,15 @@ class ReferenceCache:
             for variant in missing:
                 outputs = _outputs(session, workload.output_names, workload.inputs_of(variant))
                 self.computed += 1
-                self._store(self.folder / f"{keys[variant]}.npz", outputs)
+                if self.folder is not None:
+                    self._store(self.folder / f"{keys[variant]}.npz", outputs)
                 self._memory[keys[variant]] = outputs
         return {variant: self._memory[key] for variant, key in keys.items()}
 
     def _load(self, key: str, workload: Workload) -> bool:
         if key not in self._memory:
+            if self.folder is None:
+                return False
             try:
                 with np.load(self.folder / f"{key}.npz") as stored:
                     self._memory[key] = {name: stored[name] for name in workload.output_names}

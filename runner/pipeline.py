@@ -1,9 +1,9 @@
-"""The run, as a short pipeline: materialize -> reference -> backend -> judge -> store.
+"""The run: each case stepped (``runner.casestep``) and stored, as the listeners are told.
 
 Cases arrive in matrix order, so one layout-change sequence is contiguous and a capture case
-follows its eager twin (and both their dynamic twin); the pipeline keeps just what the judge
-needs from earlier in the sequence (the twins' runs, earlier layouts' references). A case the
-oracle cannot run still runs: the judges that need no reference judge it.
+follows its eager twin (and both their dynamic twin); the case step keeps what the judge needs
+from earlier in the sequence. Backends are opened once per run, results go to every store as
+each case finishes, and the run ends with its record, however it ends.
 """
 
 from __future__ import annotations
@@ -21,18 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from runner.backends import REGISTRY, open_backend
-from runner.backends.base import Backend, BackendOptions, BackendRun
+from runner.backends.base import Backend, BackendOptions
+from runner.casestep import CaseStep
 from runner.environment import base_environment
 from runner.errors import EnvironmentUnusable, ExitCode
 from runner.history import CaseResult, RunFolder, RunRecord, RunStatus, SqliteHistory
-from runner.judge import Evidence, Twin, judge
 from runner.listeners import RunListener, as_listener
-from runner.localize import LOCALIZED_VERDICTS, first_divergent_node
 from runner.matrix import Case
 from runner.oracle import ReferenceCache
-from runner.skips import skip_reason
 from runner.verdicts import FAILING_OUTCOMES
-from runner.workload import Workload, materialize
 
 
 def new_run_id() -> str:
@@ -63,23 +60,6 @@ class RunSummary:
         if any(r.outcome in FAILING_OUTCOMES for r in self.results):
             return ExitCode.UNEXPECTED
         return ExitCode.OK
-
-
-class _Sequence:
-    """What the judge and localization may look back at within one layout-change sequence."""
-
-    def __init__(self) -> None:
-        self.key: tuple | None = None
-        self.twins: dict[tuple[str, str], Twin] = {}  # (cell, mode) -> its eager or dynamic run
-        self.references: dict[str, tuple[str, dict]] = {}  # workload key -> (layout, references)
-        self.captured: list[tuple[Case, Workload]] = []  # capture cases so far, in order
-
-    def enter(self, case: Case) -> None:
-        if case.sequence != self.key:
-            self.key, self.twins, self.references, self.captured = case.sequence, {}, {}, []
-
-    def earlier(self, workload: Workload) -> tuple[tuple[str, dict], ...]:
-        return tuple(v for k, v in self.references.items() if k != workload.key)
 
 
 class _Interrupts:
@@ -116,10 +96,6 @@ class _Interrupts:
             self._storing = False
             if self._pending:
                 raise KeyboardInterrupt
-
-
-def _failed_run(exc: Exception) -> BackendRun:
-    return BackendRun(status="error", message=f"{type(exc).__name__}: {exc}")
 
 
 def suites_digest(paths: Iterable[str]) -> str:
@@ -173,7 +149,7 @@ def execute(
     status, message, interrupted = RunStatus.COMPLETE, "", False
     for store in stores:
         store.begin_run(run)
-    sequence = _Sequence()
+    step = CaseStep(oracle.references, options.runs, localize)
     deadline = time.monotonic() + run_timeout_s if run_timeout_s else None
     try:
         with _Interrupts().installed() as interrupts, ExitStack() as closing:
@@ -202,7 +178,7 @@ def execute(
                     used.add(case.backend.name)
                     # callbacks run last-in first-out: read the environment before closing
                     closing.callback(_record_environment, environments, case.backend.name, backend)
-                result = _run_case(run_id, case, backend, oracle, sequence, localize, options.runs)
+                result = step.run(case, backend).result(run_id)
                 with interrupts.deferred():
                     for store in stores:
                         store.record(result)
@@ -237,75 +213,3 @@ def _record_environment(into: dict[str, Any], name: str, backend: Backend) -> No
         into[name] = backend.environment()
     except Exception as exc:  # a dead browser must not cost the run its record
         into[name] = {"error": f"{type(exc).__name__}: {exc}"}
-
-
-def _run_case(
-    run_id: str,
-    case: Case,
-    backend: Backend,
-    oracle: ReferenceCache,
-    sequence: _Sequence,
-    localize: bool,
-    runs: int,
-) -> CaseResult:
-    sequence.enter(case)
-    began = time.perf_counter()
-    unrun: BackendRun | None = None  # why the backend is not asked at all
-    try:
-        skip = skip_reason(case)
-        if skip:
-            unrun = BackendRun(status="skipped", message=skip)
-        else:
-            workload = materialize(case, runs)
-    except Exception as exc:  # a model or input that cannot be built fails this case only
-        unrun = _failed_run(exc)
-    if unrun is not None:
-        judgement = judge(Evidence(case, unrun, {}))
-        return CaseResult.of(run_id, case, unrun, judgement, wall_ms=_ms_since(began))
-    references, no_reference = {}, ""
-    try:
-        references = oracle.references(workload)
-    except Exception as exc:  # onnxruntime CPU refused it: the other judges remain
-        no_reference = f"onnxruntime CPU refused the case ({type(exc).__name__}: {exc})".strip()
-    run = backend.run(case, workload)
-    feeds = workload.feeds(runs)
-    evidence = Evidence(
-        case,
-        run,
-        references,
-        feeds=feeds,
-        eager=sequence.twins.get((case.cell, "eager")) if case.capture else None,
-        dynamic=None if case.dynamic else sequence.twins.get((case.cell, "dynamic")),
-        earlier=sequence.earlier(workload) if case.capture else (),
-        no_reference=no_reference,
-    )
-    judgement = judge(evidence)
-    divergent = None
-    if localize and judgement.verdicts & LOCALIZED_VERDICTS:
-        divergent = _localize(backend, case, workload, judgement.verdicts, sequence.captured)
-    if case.capture:
-        if references:
-            sequence.references.setdefault(workload.key, (case.layout.label, references))
-        sequence.captured.append((case, workload))
-    else:
-        sequence.twins[case.cell, case.mode] = Twin(run, feeds)
-    return CaseResult.of(
-        run_id,
-        case,
-        run,
-        judgement,
-        divergent,
-        wall_ms=_ms_since(began),
-        model_digest=workload.model_digest,
-    )
-
-
-def _ms_since(began: float) -> float:
-    return (time.perf_counter() - began) * 1000
-
-
-def _localize(backend, case, workload, verdicts, prefix) -> dict[str, Any] | None:
-    try:
-        return first_divergent_node(backend, case, workload, verdicts, list(prefix))
-    except Exception as exc:  # localization is a diagnosis: its failure must not cost the result
-        return {"error": f"{type(exc).__name__}: {exc}"}

@@ -2,8 +2,8 @@
 
 Each rerun opens a backend of its own, so nothing an earlier candidate left on the device (a
 capture, a cached bind group, a page's sessions) can make a later one fail: the captures that
-preceded the case in its sequence run first, then its eager twin, then the case, and the real
-judge (``runner.judge``) decides, with the same evidence the pipeline gives it.
+preceded the case in its sequence run first, then its eager twin, then the case, each through
+the case step the run uses (``runner.casestep``), so the judge decides on the same evidence.
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ import numpy as np
 
 from runner.backends import open_backend
 from runner.backends.base import Backend, BackendOptions, BackendRun
-from runner.judge import Evidence, Judgement, Twin, judge
+from runner.casestep import CaseStep
+from runner.errors import InvalidInput
+from runner.judge import Judgement
 from runner.matrix import Case
-from runner.oracle import References, compute_reference
+from runner.oracle import ReferenceCache, References
 from runner.repro.cut import exposed
 from runner.repro.subject import Subject
 from runner.workload import Workload
@@ -38,35 +40,30 @@ class Rerun:
 def rerun(
     subject: Subject, workload: Workload, earlier: Sequence[Workload], options: BackendOptions
 ) -> Rerun:
-    """`workload` in place of the case's, `earlier` in place of the earlier captures'."""
+    """`workload` in place of the case's, `earlier` in place of the earlier captures'. Raises
+    InvalidInput when onnxruntime CPU gives no reference to bundle."""
+    step = CaseStep(ReferenceCache(None).references, subject.runs)
     backend = open_backend(subject.case.backend.name, options)
     try:
-        for (case, _), replaced in zip(subject.earlier, earlier, strict=True):
-            backend.run(case, replaced)
-        eager = backend.run(subject.eager, workload) if subject.eager else None
-        run = backend.run(subject.case, workload)
+        before = [
+            step.run(case, backend, replaced)
+            for (case, _), replaced in zip(subject.earlier, earlier, strict=True)
+        ]
+        eager = step.run(subject.eager, backend, workload) if subject.eager else None
+        judged = step.run(subject.case, backend, workload)
     finally:
         backend.close()
-    references = _references(workload)
-    earlier_references = tuple(_references(w) for w in earlier)
-    layouts: dict[str, tuple[str, Mapping]] = {}
-    for (case, _), replaced, refs in zip(subject.earlier, earlier, earlier_references, strict=True):
-        layouts.setdefault(replaced.key, (case.layout.label, refs))
-    layouts.pop(workload.key, None)  # the case's own layout is no earlier one
-    feeds = workload.feeds(subject.runs)
-    evidence = Evidence(
-        subject.case,
-        run,
-        references,
-        feeds=feeds,
-        eager=Twin(eager, feeds) if eager else None,
-        earlier=tuple(layouts.values()),
+    for stepped in (*before, judged):  # the bundle holds every one's expected outputs
+        if not stepped.references:
+            why = stepped.no_reference or f"{stepped.run.status}: {stepped.run.message}"
+            raise InvalidInput(f"{stepped.case.id}: no onnxruntime CPU outputs to bundle: {why}")
+    return Rerun(
+        judged.judgement,
+        judged.run,
+        eager.run if eager else None,
+        judged.references,
+        tuple(b.references for b in before),
     )
-    return Rerun(judge(evidence), run, eager, references, earlier_references)
-
-
-def _references(workload: Workload) -> References:
-    return {variant: compute_reference(workload, variant) for variant in workload.all_variants()}
 
 
 def eager_values(
