@@ -10,32 +10,36 @@ one machine: read the ratios.
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-def results(folders: list[Path]) -> list[dict]:
+from runner.history import CaseResult, RunFolder  # noqa: E402
+
+
+def results(folders: list[Path]) -> list[CaseResult]:
     return [
-        json.loads(line)
+        result
         for folder in folders
         for path in sorted(folder.glob("runs/*/results.jsonl"))
-        for line in path.read_text().splitlines()
+        for result in RunFolder(path.parent).results()
     ]
 
 
-def backend_of(result: dict) -> str:
+def backend_of(result: CaseResult) -> str:
     """``name[@exact version][:build]``: runs of several versions count apart."""
-    name, _, build = re.sub(r"@[^:]*", "", result["backend"]).partition(":")
-    name = f"{name}@{result['version']}" if result.get("version") else name
+    name, _, build = re.sub(r"@[^:]*", "", result.backend).partition(":")
+    name = f"{name}@{result.version}" if result.version else name
     return f"{name}:{build}" if build else name
 
 
-def rows(found: list[dict]) -> list[str]:
-    by_backend: dict[str, list[dict]] = defaultdict(list)
+def rows(found: list[CaseResult]) -> list[str]:
+    by_backend: dict[str, list[CaseResult]] = defaultdict(list)
     for result in found:
         by_backend[backend_of(result)].append(result)
     lines = [
@@ -44,8 +48,8 @@ def rows(found: list[dict]) -> list[str]:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for backend, group in sorted(by_backend.items()):
-        verdicts = ", ".join(f"{v} {n}" for v, n in Counter(r["verdict"] for r in group).items())
-        wall = statistics.median(r["wall_ms"] for r in group)
+        verdicts = ", ".join(f"{v} {n}" for v, n in Counter(r.verdict for r in group).items())
+        wall = statistics.median(r.wall_ms for r in group)
         pairs = run_pairs(group)
         eager = statistics.median(e for e, _ in pairs) if pairs else None
         capture = statistics.median(c for _, c in pairs) if pairs else None
@@ -57,14 +61,14 @@ def rows(found: list[dict]) -> list[str]:
     return lines
 
 
-def run_pairs(group: list[dict]) -> list[tuple[float, float]]:
+def run_pairs(group: list[CaseResult]) -> list[tuple[float, float]]:
     """(eager, capture) median run ms of each cell where both passed."""
     by_cell: dict[str, dict[str, float]] = defaultdict(dict)
     for result in group:
-        median = (result.get("timings") or {}).get("median_run_ms")
-        if result["verdict"] == "pass" and median and not result.get("revisit"):
-            cell = result["case_id"].rsplit("/", 1)[0]
-            by_cell[cell][result["capture"]] = median
+        median = result.timings.get("median_run_ms")
+        if result.verdict == "pass" and median and not result.revisit:
+            cell = result.case_id.rsplit("/", 1)[0]
+            by_cell[cell][result.capture] = median
     return [(m["eager"], m["capture"]) for m in by_cell.values() if {"eager", "capture"} <= set(m)]
 
 

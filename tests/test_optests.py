@@ -19,6 +19,7 @@ import pytest
 
 from runner.backends.base import BackendOptions, BackendRun, Timings
 from runner.errors import InvalidInput
+from runner.history import RunFolder
 from runner.judge import Evidence, Twin, judge
 from runner.matrix import Case, expand_matrix, select_cases
 from runner.pipeline import execute
@@ -534,8 +535,8 @@ def test_fixtures_on_the_reference_backend(tmp_path):
     run = execute(example_cases(BackendTarget("reference")), tmp_path, BackendOptions(runs=2))
     assert run.status == "complete" and run.exit_code == 0
     assert outcomes(run.results) == {test: {want} for test, want in ON_REFERENCE.items()}
-    lines = (tmp_path / "runs" / run.run_id / "results.jsonl").read_text().splitlines()
-    [row] = summary.summarize([load_suite(EXAMPLE)], [json.loads(line) for line in lines])
+    results = RunFolder(tmp_path / "runs" / run.run_id).results()
+    [row] = summary.summarize([load_suite(EXAMPLE)], results)
     assert (row.backend, len(row.files), len(row.tests), len(row.cases), row.results) == (
         "reference",
         7,

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from runner.history import CaseResult, RunFolder, RunRecord, SqliteHistory
-from runner.history.record import FORMAT, NewerFormat
+from runner.history.record import FORMAT, NewerFormat, UnknownField
 from runner.report import build_reports
 
 from .conftest import case_result, regress
@@ -68,6 +68,45 @@ def test_every_store_writes_the_current_format(tmp_path):
     assert history.results() == [result] and history.runs() == [RUN]
     history.close()
     assert _user_version(tmp_path / "h.sqlite") == FORMAT
+
+
+def test_either_store_reads_back_what_it_holds(tmp_path):
+    """One interface: a run folder and the history give the same runs and results, by run."""
+    first = case_result(run_id=RUN.run_id, result_id="r1", case_id="c1")
+    second = case_result(run_id=RUN.run_id, result_id="r2", case_id="c2")
+    other = case_result(run_id="R2", result_id="r3")
+    with RunFolder(tmp_path / "runs/R1") as folder, SqliteHistory(tmp_path / "h.sqlite") as db:
+        for store in (folder, db):
+            assert store.runs() == [] and store.results() == []
+            store.begin_run(RUN)
+            store.record(first)
+            store.record(second)
+            store.end_run(RUN)
+        db.record(other)
+        assert folder.runs() == db.runs() == [RUN]
+        assert folder.results() == folder.results("R1") == db.results("R1") == [first, second]
+        assert db.results() == [first, second, other] and folder.results("R2") == []
+    with pytest.raises(sqlite3.ProgrammingError):  # closed on leaving the block
+        db.runs()
+
+
+def test_an_unknown_field_is_refused_by_name_not_dropped(tmp_path):
+    with_extra = {**case_result().to_dict(), "added_without_a_format": 1}
+    with pytest.raises(UnknownField) as refused:
+        CaseResult.from_dict(with_extra, "reports/runs/R/results.jsonl:3")
+    assert str(refused.value) == (
+        "reports/runs/R/results.jsonl:3: unknown field(s) added_without_a_format in a format 1 "
+        "record: a runner that added them without taking a new format wrote it; this one would "
+        "drop them"
+    )
+    with pytest.raises(UnknownField, match="run.json: unknown field"):
+        RunRecord.from_dict({**RUN.to_dict(), "added": True}, "run.json")
+    folder = tmp_path / "runs/R1"
+    with RunFolder(folder) as store:
+        store.begin_run(RUN)
+    (folder / "results.jsonl").write_text(json.dumps(with_extra) + "\n")
+    with pytest.raises(UnknownField, match=f"{folder / 'results.jsonl'}:1: unknown field"):
+        RunFolder(folder).results()
 
 
 def test_a_history_from_before_formats_reads_as_format_1(tmp_path):

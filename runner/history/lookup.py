@@ -23,11 +23,8 @@ def find_result(history: Path, result_id: str) -> CaseResult:
         )
     if not history.exists():
         raise InvalidInput(f"{history}: no history yet; run `python -m runner run` first")
-    store = SqliteHistory(history)
-    try:
+    with SqliteHistory(history) as store:
         result = store.result(wanted)
-    finally:
-        store.close()
     if result is None:
         raise InvalidInput(f"no result {result_id!r} in {history}")
     return result

@@ -67,11 +67,8 @@ def _read(source: Path) -> tuple[list[RunRecord], list[CaseResult]]:
     path = source / "history.sqlite"
     if not path.is_file():
         raise InvalidInput(f"{source}: no history.sqlite; expected a run's --out folder")
-    history = SqliteHistory(path)
-    try:
+    with SqliteHistory(path) as history:
         return history.runs(), history.results()
-    finally:
-        history.close()
 
 
 def merge_shards(sources: list[Path], out: Path, run_id: str | None = None) -> MergeSummary:
@@ -89,8 +86,7 @@ def merge_shards(sources: list[Path], out: Path, run_id: str | None = None) -> M
             f"shards come from different suites or selections ({detail}); "
             "expected shards of one suite set"
         )
-    target = SqliteHistory(out / "history.sqlite")
-    try:
+    with SqliteHistory(out / "history.sqlite") as target:
         known = {i for run in target.runs() for i in [run.run_id, *run.shards]}
         runs = sorted((r for r in runs if r.run_id not in known), key=lambda r: r.started)
         if not runs:
@@ -112,8 +108,6 @@ def merge_shards(sources: list[Path], out: Path, run_id: str | None = None) -> M
                 added += 1
         for store in stores:
             store.end_run(run)
-    finally:
-        target.close()
     for source in sources:  # keep each shard's own files beside the merged run
         for shard_id in shard_ids:
             if (source / "runs" / shard_id).is_dir() and source.resolve() != out.resolve():

@@ -7,8 +7,9 @@ earlier versions of this tool too: a field they lack gets its default.
 Every record carries the stored format it is written in (``format``; ``FORMAT`` is this
 runner's). A change a reader of the previous format would misread (a new field, a field that
 means something else) takes the next number; ``from_dict`` refuses a record of a newer format
-(``NewerFormat``: exit 2, naming the file, its format and this runner's) rather than drop what
-it does not know. A record without ``format`` is format 1, the first.
+(``NewerFormat``: exit 2, naming the file, its format and this runner's), and a field it does
+not know in a format it reads (``UnknownField``), rather than drop what it does not know. A
+record without ``format`` is format 1, the first.
 """
 
 from __future__ import annotations
@@ -40,6 +41,17 @@ class NewerFormat(InvalidInput):
         super().__init__(
             f"{where}: stored in format {found}; this runner reads formats 1 to {FORMAT}: "
             "read it with the newer webgpu-capture-regress that wrote it"
+        )
+
+
+class UnknownField(InvalidInput):
+    """A record of a format this runner reads holding a field it does not know: reading it would
+    drop the field unseen."""
+
+    def __init__(self, where: str, fields: list[str], found: int):
+        super().__init__(
+            f"{where}: unknown field(s) {', '.join(fields)} in a format {found} record: a runner "
+            "that added them without taking a new format wrote it; this one would drop them"
         )
 
 
@@ -82,16 +94,19 @@ class RunRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "a run record") -> RunRecord:
-        stored_format(data, where)
-        known = _known(cls, data)
+        known = _known(cls, data, where)
         return cls(**{**known, "status": RunStatus(known.get("status") or RunStatus.RUNNING)})
 
 
-def _known(cls, data: dict[str, Any]) -> dict[str, Any]:
-    """The fields of `cls` that `data` holds; the others get their defaults. A field it does not
-    know can only be one an earlier format had and this one retired (``stored_format`` refuses
-    newer formats first)."""
+def _known(cls, data: dict[str, Any], where: str) -> dict[str, Any]:
+    """The fields of `cls` that `data` holds; the others get their defaults. Refuses a newer
+    format (``NewerFormat``) and a field `cls` does not know (``UnknownField``): no format this
+    runner reads has retired a field, so one it does not know would be lost."""
+    found = stored_format(data, where)
     names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names - {"format"})
+    if unknown:
+        raise UnknownField(where, unknown, found)
     return {k: v for k, v in data.items() if k in names}
 
 
@@ -199,6 +214,5 @@ class CaseResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "a stored result") -> CaseResult:
-        stored_format(data, where)
-        known = _known(cls, data)
+        known = _known(cls, data, where)
         return cls(**{**known, "outcome": Outcome(known["outcome"])})

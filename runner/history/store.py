@@ -1,8 +1,10 @@
-"""Where runs and results go: one small interface, interchangeable implementations.
+"""Where runs and results go and are read back from: one small interface (``ResultStore``),
+interchangeable implementations, as hypothesis's ExampleDatabase.
 
 ``RunFolder`` writes ``runs/<run_id>/run.json`` and ``results.jsonl``; ``SqliteHistory`` keeps
 every run in one database file, the embedded default. A result is written to every store as soon
-as its case finishes, so a killed run keeps all that finished.
+as its case finishes, so a killed run keeps all that finished. Either reads back what it holds
+(``runs``, ``results``), and closes as a context manager.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import sqlite3
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import Self
 
 from runner.files import write_atomic
 from runner.history.record import FORMAT, CaseResult, NewerFormat, RunRecord
@@ -49,8 +52,28 @@ class ResultStore(ABC):
     def end_run(self, run: RunRecord) -> None:
         """Record a run's end (its status says how it ended)."""
 
+    @abstractmethod
+    def runs(self) -> list[RunRecord]:
+        """Every run it holds, oldest first."""
+
+    @abstractmethod
+    def results(self, run_id: str | None = None) -> list[CaseResult]:
+        """Its results (of one run, given its id), each run's in the order recorded."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release what it holds open; it is not used afterwards."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
 
 class RunFolder(ResultStore):
+    """One run's folder: ``run.json`` and a line of ``results.jsonl`` per result."""
+
     def __init__(self, folder: Path):
         self.folder = folder
 
@@ -71,6 +94,27 @@ class RunFolder(ResultStore):
     def _write_run(self, run: RunRecord) -> None:
         text = json.dumps(run.to_dict(), indent=2, sort_keys=True) + "\n"
         write_atomic(self.folder / "run.json", text.encode("utf-8"))
+
+    def runs(self) -> list[RunRecord]:
+        path = self.folder / "run.json"
+        if not path.is_file():  # a run folder whose run.json is gone: its results remain
+            return []
+        return [RunRecord.from_dict(json.loads(path.read_text(encoding="utf-8")), str(path))]
+
+    def results(self, run_id: str | None = None) -> list[CaseResult]:
+        path = self.folder / "results.jsonl"
+        if not path.is_file():
+            return []
+        lines = path.read_text(encoding="utf-8").splitlines()
+        found = [
+            CaseResult.from_dict(json.loads(line), f"{path}:{number}")
+            for number, line in enumerate(lines, 1)
+            if line
+        ]
+        return [r for r in found if run_id is None or r.run_id == run_id]
+
+    def close(self) -> None:
+        """Nothing to release: every write closes its file before it returns."""
 
 
 class SqliteHistory(ResultStore):

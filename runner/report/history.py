@@ -117,8 +117,5 @@ def load_history(path: Path) -> History:
     """The history at `path`; an empty one when the file does not exist (nothing is created)."""
     if not path.exists():
         return History.of([], [])
-    store = SqliteHistory(path)
-    try:
+    with SqliteHistory(path) as store:
         return History.of(store.runs(), store.results())
-    finally:
-        store.close()

@@ -9,16 +9,16 @@ The suites give each result its file, test and case (a result names its model on
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from runner.history import CaseResult, RunFolder
 from runner.skips import SKIP_REASONS
 from runner.suite import load_suites
 from runner.suite.spec import Suite
+from runner.verdicts import Outcome
 
 
 @dataclass
@@ -34,9 +34,7 @@ class BackendSummary:
     expected: Counter[str] = field(default_factory=Counter)  # failures a `cases:` rule expects
 
 
-def summarize(
-    suites: Iterable[Suite], results: Iterable[Mapping[str, Any]]
-) -> list[BackendSummary]:
+def summarize(suites: Iterable[Suite], results: Iterable[CaseResult]) -> list[BackendSummary]:
     """Per backend (in order of first appearance), the op-test results among `results`."""
     op_tests = {
         (str(suite.path), model.name): model.op_test
@@ -46,23 +44,23 @@ def summarize(
     }
     summaries: dict[str, BackendSummary] = {}
     for result in results:
-        op_case = op_tests.get((result["suite_path"], result["model"]))
+        op_case = op_tests.get((result.suite_path, result.model))
         if op_case is None:
             continue
-        backend = result["backend"]
+        backend = result.backend
         summary = summaries.setdefault(backend, BackendSummary(backend))
         summary.files.add(str(op_case.test.file))
         summary.tests.add((str(op_case.test.file), op_case.test.name))
-        summary.cases.add(result["model"])
+        summary.cases.add(result.model)
         summary.results += 1
-        verdict = result["verdict"]
+        verdict = result.verdict
         if verdict == "pass":
             summary.passed += 1
         elif verdict == "skipped":
-            summary.skipped[skip_category(result["message"])] += 1
+            summary.skipped[skip_category(result.message)] += 1
         else:
             summary.failed[verdict] += 1
-            if result["outcome"] == "expected":
+            if result.outcome == Outcome.EXPECTED:
                 summary.expected[verdict] += 1
     return list(summaries.values())
 
@@ -103,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--results", type=Path, required=True, help="a run's results.jsonl")
     args = parser.parse_args(argv)
     suites = load_suites(args.suites, tags=("heavy",))
-    results = [json.loads(line) for line in args.results.read_text().splitlines() if line]
+    results = RunFolder(args.results.parent).results()
     print(markdown(summarize(suites, results)), end="")
 
 

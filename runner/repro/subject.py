@@ -102,11 +102,8 @@ def load_subject(history: Path, result: CaseResult, with_fault: bool) -> Subject
 
 def _run_record(history: Path, run_id: str) -> RunRecord:
     """The result's run (a bare record when the history lost it)."""
-    store = SqliteHistory(history)
-    try:
+    with SqliteHistory(history) as store:
         return next((r for r in store.runs() if r.run_id == run_id), RunRecord(run_id, ""))
-    finally:
-        store.close()
 
 
 def _target(suite: Suite, result: CaseResult) -> BackendTarget:
