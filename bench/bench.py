@@ -36,16 +36,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runner.backends import resolve_targets  # noqa: E402
 from runner.backends.base import BackendOptions  # noqa: E402
 from runner.backends.ortweb.backend import OrtWebBackend  # noqa: E402
 from runner.backends.ortweb.browser import descendant_pids  # noqa: E402
 from runner.casestep import CaseStep  # noqa: E402
-from runner.matrix import select_resolved  # noqa: E402
 from runner.oracle import ReferenceCache  # noqa: E402
 from runner.pipeline import execute  # noqa: E402
 from runner.report.junit import case_seconds  # noqa: E402
-from runner.suite import load_suites  # noqa: E402
+from runner.selection import Selection, select  # noqa: E402
 
 
 def inside_ms(result) -> float:
@@ -126,7 +124,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     options = BackendOptions(runs=3)
-    cases = select_resolved(load_suites([Path(s) for s in args.suites]), [], resolve_targets)
+    cases = select(Selection(tuple(Path(s) for s in args.suites)))
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         work = Path(tmp)
         cold, cold_s = timed_execute(cases, work / "reports", options)

@@ -20,11 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runner.backends import resolve_targets  # noqa: E402
 from runner.backends.base import BackendOptions  # noqa: E402
-from runner.matrix import select_resolved  # noqa: E402
 from runner.pipeline import execute  # noqa: E402
-from runner.suite import load_suite  # noqa: E402
+from runner.selection import Selection, select  # noqa: E402
 from runner.suite.spec import Expectation  # noqa: E402
 
 
@@ -33,7 +31,7 @@ def main() -> int:
     parser.add_argument("--suite", type=Path, default=ROOT / "suites" / "canaries.yaml")
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
-    cases = select_resolved([load_suite(args.suite)], [], resolve_targets)
+    cases = select(Selection((args.suite,), tags=("heavy",)))  # the file, whatever its tags
     clean = [dataclasses.replace(c, inject=frozenset(), expectation=Expectation()) for c in cases]
     with tempfile.TemporaryDirectory() as tmp:
         faulted = execute(cases, Path(tmp) / "faulted", BackendOptions(runs=3)).results

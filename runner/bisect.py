@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.backends import REGISTRY
-from runner.backends.base import BackendOptions, BackendTarget
+from runner.backends.base import BackendOptions
 from runner.errors import InvalidInput
 from runner.listeners import Notes
-from runner.matrix import Case, expand_suite, unversioned_id
+from runner.matrix import Case
 from runner.pipeline import execute
+from runner.selection import sequence_until
 from runner.suite.spec import Suite
 
 
@@ -47,26 +48,6 @@ class Bisection:
     untestable: tuple[str, ...]
     commit: str | None  # the first differing version's upstream commit, where it says
     compare_url: str | None  # upstream changes from the last agreeing to the first differing
-
-
-def find_case(suites: list[Suite], case_id: str) -> tuple[Suite, Case]:
-    """The suite and case an id names (its version label, if any, ignored)."""
-    wanted = unversioned_id(case_id)
-    for suite in suites:
-        for case in expand_suite(suite):
-            if unversioned_id(case.id) == wanted:
-                return suite, case
-    raise InvalidInput(f"no case {case_id!r} in these suites; `python -m runner list` shows them")
-
-
-def probe_cases(suite: Suite, case: Case, version: BackendTarget) -> list[Case]:
-    """What the case needs on `version`: its sequence up to it, on its one build."""
-    target = dataclasses.replace(version, label=None)
-    single = dataclasses.replace(suite, backends=(target,))
-    sequence = [c for c in expand_suite(single) if c.sequence[:3] == case.sequence[:3]]
-    ids = [c.id for c in sequence]
-    wanted = dataclasses.replace(case, backend=target).id
-    return sequence[: ids.index(wanted) + 1]
 
 
 def bisect_versions(
@@ -99,7 +80,7 @@ def bisect_versions(
         target = dataclasses.replace(case.backend, version=version, label=None)
         say(f"probe {len(probes) + 1}: {descriptor.name} {version}")
         summary = execute(
-            probe_cases(suite, case, target),
+            sequence_until(suite, case, target),
             out,
             options,
             selection={"bisect": {"case": case.id, "version": version}},

@@ -8,7 +8,6 @@ selected; 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 from collections.abc import Sequence
@@ -17,21 +16,19 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from runner.backends import REGISTRY, backend_ids, parse_backend, resolve_targets
-from runner.backends.base import BackendDescriptor, BackendOptions
+from runner.backends import backend_ids
+from runner.backends.base import BackendOptions
 from runner.errors import EnvironmentUnusable, ExitCode, InvalidInput
-from runner.matrix import (
-    Case,
-    expand_matrix,
-    parse_shard,
-    select_resolved,
-    shard_cases,
-    with_predecessors,
-)
 from runner.reporters import print_summary, run_reporter
-from runner.suite import load_suites
-from runner.suite.spec import Suite
-from runner.verdicts import FAILING_OUTCOMES
+from runner.selection import (
+    Selection,
+    check_faults,
+    declared_cases,
+    find_case,
+    load,
+    select,
+    versioned_backends,
+)
 
 DEFAULT_SUITES = Path("suites")
 DEFAULT_OUT = Path("reports")
@@ -265,44 +262,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _retarget(suite: Suite, backends: Sequence[str]) -> Suite:
-    """The suite with its backends replaced by those named on the command line."""
-    targets = [target for text in backends for target in parse_backend(text)]
-    return dataclasses.replace(suite, backends=tuple(dict.fromkeys(targets)))
-
-
-def versioned_backends() -> list[BackendDescriptor]:
-    return [descriptor for descriptor in REGISTRY.values() if descriptor.versions]
-
-
-def _version_override(suite: Suite, args: argparse.Namespace) -> Suite:
-    """The suite with each `--NAME-version` replacing that backend's versions."""
-    backends = suite.backends
-    for descriptor in versioned_backends():
-        texts = getattr(args, f"{descriptor.name.replace('-', '_')}_version")
-        if texts:
-            backends = descriptor.with_versions(backends, texts)
-    return dataclasses.replace(suite, backends=backends)
-
-
-def select(args: argparse.Namespace) -> list[Case]:
-    suites = load_suites(args.suites, args.tag)
-    if args.backend:
-        suites = [_retarget(suite, args.backend) for suite in suites]
-    suites = [_version_override(suite, args) for suite in suites]
-    cases = select_resolved(suites, args.filter, resolve_targets)
-    if args.shard:
-        try:
-            cases = shard_cases(cases, *parse_shard(args.shard))
-        except ValueError as exc:
-            raise InvalidInput(str(exc)) from None
-    return cases
+def _selection(args: argparse.Namespace) -> Selection:
+    """The cases the arguments ask for, as a request ``runner.selection`` answers."""
+    versions = {
+        d.name: tuple(getattr(args, f"{d.name.replace('-', '_')}_version"))
+        for d in versioned_backends()
+    }
+    last_failed = getattr(args, "last_failed", False)  # `run` has it, `list` not
+    return Selection(
+        suites=tuple(args.suites),
+        tags=tuple(args.tag),
+        backends=tuple(args.backend),
+        versions=versions,
+        filters=tuple(args.filter),
+        shard=args.shard,
+        last_failed=args.out / "history.sqlite" if last_failed else None,
+    )
 
 
 def cmd_validate(args: argparse.Namespace) -> ExitCode:
     """Files only, never the network: a version only a registry knows is said to be unchecked."""
-    suites = load_suites(args.suites, args.tag)
-    cases = expand_matrix(suites)
+    suites = load(Selection(tuple(args.suites), tuple(args.tag)))
+    cases = declared_cases(suites)
     for suite in suites:
         for note in suite.unchecked:
             print(f"note: {note}", file=sys.stderr)
@@ -311,7 +292,7 @@ def cmd_validate(args: argparse.Namespace) -> ExitCode:
 
 
 def cmd_list(args: argparse.Namespace) -> ExitCode:
-    for case in select(args):
+    for case in select(_selection(args)):
         expectation = case.expectation
         note = (
             ""
@@ -325,55 +306,6 @@ def cmd_list(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
-def check_faults(cases: list[Case], injected: list[str]) -> None:
-    """Every fault named by --inject or a suite's `inject:` exists on its case's backend."""
-    faults = {name: REGISTRY[name].faults for name in sorted({c.backend.name for c in cases})}
-    every = sorted({fault for names in faults.values() for fault in names})
-    unknown = sorted(set(injected) - set(every))
-    if unknown:
-        raise InvalidInput(
-            f"--inject {', '.join(unknown)}: no such fault for these backends; "
-            f"expected one of {', '.join(every) or '(none)'}"
-        )
-    problems = sorted(
-        {
-            f"{case.suite.path}: case {case.id} injects {fault!r}, which backend "
-            f"{case.backend.name} does not have; expected one of "
-            f"{', '.join(faults[case.backend.name]) or '(none)'}"
-            for case in cases
-            for fault in case.inject
-            if fault not in faults[case.backend.name]
-        }
-    )
-    if problems:
-        raise InvalidInput(problems)
-
-
-def _last_failed(cases: list[Case], history: Path) -> list[Case]:
-    """--last-failed: the selected cases whose latest result in `history` was unexpected, with
-    what runs before them in their layout-change sequences."""
-    from runner.history import SqliteHistory
-
-    latest: dict[str, str] = {}
-    if history.is_file():
-        store = SqliteHistory(history)
-        try:
-            latest = store.latest_outcomes()
-        finally:
-            store.close()
-    failed = {case_id for case_id, outcome in latest.items() if outcome in FAILING_OUTCOMES}
-    if not failed:
-        console.print(f"--last-failed: no unexpected results recorded in {history}")
-        return []
-    rerun = with_predecessors(cases, failed)
-    selected = sum(case.id in failed for case in rerun)
-    console.print(
-        f"--last-failed: {selected} of {len(failed)} failed case(s) selected; "
-        f"{len(rerun)} case(s) to run with those before them in their sequences"
-    )
-    return rerun
-
-
 def cmd_run(args: argparse.Namespace) -> ExitCode:
     from runner.pipeline import execute
 
@@ -381,9 +313,8 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
         raise InvalidInput("--runs must be at least 1")
     if args.maxfail is not None and args.maxfail < 1:
         raise InvalidInput("--maxfail must be at least 1")
-    cases = select(args)
-    if args.last_failed:
-        cases = _last_failed(cases, args.out / "history.sqlite")
+    selection = _selection(args)
+    cases = select(selection, console.print)
     if not cases:
         console.print("no cases selected")
         return ExitCode.NO_CASES
@@ -395,23 +326,12 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
         adapter=args.adapter,
         chromium=args.chromium,
     )
-    selection = {
-        "filters": args.filter,
-        "shard": args.shard,
-        "backends": args.backend,
-        "versions": {
-            d.name: getattr(args, f"{d.name.replace('-', '_')}_version")
-            for d in versioned_backends()
-        },
-        "tags": args.tag,
-        **({"last_failed": True} if args.last_failed else {}),
-    }
     with run_reporter(console, len(cases), args.verbosity) as reporter:
         summary = execute(
             cases,
             args.out,
             options,
-            selection,
+            selection.recorded(),
             args.localize,
             args.run_timeout,
             maxfail=args.maxfail,
@@ -496,9 +416,9 @@ def cmd_merge(args: argparse.Namespace) -> ExitCode:
 
 
 def cmd_bisect(args: argparse.Namespace) -> ExitCode:
-    from runner.bisect import bisect_versions, find_case
+    from runner.bisect import bisect_versions
 
-    suite, case = find_case(load_suites(args.suites, args.tag), args.case_id)
+    suite, case = find_case(load(Selection(tuple(args.suites), tuple(args.tag))), args.case_id)
     options = BackendOptions(
         runs=args.runs, timeout_s=args.timeout, chromium=args.chromium, adapter=args.adapter
     )

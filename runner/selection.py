@@ -1,0 +1,170 @@
+"""Which cases a command runs, from a ``Selection``: the suites read, retargeted (``--backend``),
+their versions replaced (``--NAME-version``), resolved, filtered, sharded, and narrowed to what
+failed last (``--lf``).
+
+``list``, ``run``, ``bisect`` and the benchmarks select here, so a case id means the same
+case to each; the command line only turns its arguments into a ``Selection``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.backends import REGISTRY, parse_backend, resolve_targets
+from runner.backends.base import BackendDescriptor, BackendTarget
+from runner.errors import InvalidInput
+from runner.history import SqliteHistory
+from runner.matrix import (
+    Case,
+    expand_matrix,
+    expand_suite,
+    parse_shard,
+    select_resolved,
+    shard_cases,
+    unversioned_id,
+    with_predecessors,
+)
+from runner.suite import load_suites
+from runner.suite.spec import Suite
+from runner.verdicts import FAILING_OUTCOMES
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A request for cases, as the command line spells it."""
+
+    suites: tuple[Path, ...]  # suite files or folders
+    tags: tuple[str, ...] = ()  # also the suites with these tags (heavy)
+    backends: tuple[str, ...] = ()  # NAME[:BUILD] replacing the suites' own; (): theirs
+    versions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # backend -> versions
+    filters: tuple[str, ...] = ()  # globs on the id, or key=glob on a field; all must match
+    shard: str | None = None  # "i/n"
+    last_failed: Path | None = None  # a history.sqlite: keep what failed in it last
+
+    def recorded(self) -> dict[str, Any]:
+        """What a run stores as its selection, so that shards of one selection can be merged."""
+        return {
+            "filters": list(self.filters),
+            "shard": self.shard,
+            "backends": list(self.backends),
+            "versions": {d.name: list(self.versions.get(d.name, ())) for d in versioned_backends()},
+            "tags": list(self.tags),
+            **({"last_failed": True} if self.last_failed else {}),
+        }
+
+
+def versioned_backends() -> list[BackendDescriptor]:
+    """The backends a selection may run on other versions (``--NAME-version``)."""
+    return [descriptor for descriptor in REGISTRY.values() if descriptor.versions]
+
+
+def load(selection: Selection) -> list[Suite]:
+    """The selection's suites with its backends and versions in place of their own; reads files
+    only."""
+    suites = load_suites(selection.suites, selection.tags)
+    if selection.backends:
+        suites = [_retarget(suite, selection.backends) for suite in suites]
+    return [_version_override(suite, selection.versions) for suite in suites]
+
+
+def _retarget(suite: Suite, backends: Sequence[str]) -> Suite:
+    targets = [target for text in backends for target in parse_backend(text)]
+    return dataclasses.replace(suite, backends=tuple(dict.fromkeys(targets)))
+
+
+def _version_override(suite: Suite, versions: Mapping[str, Sequence[str]]) -> Suite:
+    backends = suite.backends
+    for descriptor in versioned_backends():
+        texts = versions.get(descriptor.name)
+        if texts:
+            backends = descriptor.with_versions(backends, list(texts))
+    return dataclasses.replace(suite, backends=backends)
+
+
+def select(selection: Selection, say: Callable[[str], None] = print) -> list[Case]:
+    """The cases `selection` names, in run order, on exact versions (a registry is asked only
+    for the targets of cases it may select); `say` hears what ``--lf`` kept."""
+    cases = select_resolved(load(selection), selection.filters, resolve_targets)
+    if selection.shard:
+        try:
+            cases = shard_cases(cases, *parse_shard(selection.shard))
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from None
+    if selection.last_failed:
+        cases = _last_failed(cases, selection.last_failed, say)
+    return cases
+
+
+def declared_cases(suites: Iterable[Suite]) -> list[Case]:
+    """Every case the suites declare, versions as spelt (no registry asked): what ``validate``
+    counts."""
+    return expand_matrix(suites)
+
+
+def _last_failed(cases: list[Case], history: Path, say: Callable[[str], None]) -> list[Case]:
+    """The cases whose latest result in `history` was unexpected, with what runs before them in
+    their layout-change sequences."""
+    latest: dict[str, str] = {}
+    if history.is_file():
+        with SqliteHistory(history) as store:
+            latest = store.latest_outcomes()
+    failed = {case_id for case_id, outcome in latest.items() if outcome in FAILING_OUTCOMES}
+    if not failed:
+        say(f"--last-failed: no unexpected results recorded in {history}")
+        return []
+    rerun = with_predecessors(cases, failed)
+    selected = sum(case.id in failed for case in rerun)
+    say(
+        f"--last-failed: {selected} of {len(failed)} failed case(s) selected; "
+        f"{len(rerun)} case(s) to run with those before them in their sequences"
+    )
+    return rerun
+
+
+def check_faults(cases: list[Case], injected: Iterable[str]) -> None:
+    """Every fault named by --inject or a suite's `inject:` exists on its case's backend."""
+    faults = {name: REGISTRY[name].faults for name in sorted({c.backend.name for c in cases})}
+    every = sorted({fault for names in faults.values() for fault in names})
+    unknown = sorted(set(injected) - set(every))
+    if unknown:
+        raise InvalidInput(
+            f"--inject {', '.join(unknown)}: no such fault for these backends; "
+            f"expected one of {', '.join(every) or '(none)'}"
+        )
+    problems = sorted(
+        {
+            f"{case.suite.path}: case {case.id} injects {fault!r}, which backend "
+            f"{case.backend.name} does not have; expected one of "
+            f"{', '.join(faults[case.backend.name]) or '(none)'}"
+            for case in cases
+            for fault in case.inject
+            if fault not in faults[case.backend.name]
+        }
+    )
+    if problems:
+        raise InvalidInput(problems)
+
+
+def find_case(suites: list[Suite], case_id: str) -> tuple[Suite, Case]:
+    """The suite and case an id names (its version label, if any, ignored)."""
+    wanted = unversioned_id(case_id)
+    for suite in suites:
+        for case in expand_suite(suite):
+            if unversioned_id(case.id) == wanted:
+                return suite, case
+    raise InvalidInput(f"no case {case_id!r} in these suites; `python -m runner list` shows them")
+
+
+def sequence_until(suite: Suite, case: Case, target: BackendTarget) -> list[Case]:
+    """`case` on `target` alone, after the cases before it in its layout-change sequence: what
+    it needs to run as it ran in its suite (a bisect probe)."""
+    target = dataclasses.replace(target, label=None)
+    single = dataclasses.replace(suite, backends=(target,))
+    sequence = [c for c in expand_suite(single) if c.sequence[:3] == case.sequence[:3]]
+    ids = [c.id for c in sequence]
+    wanted = dataclasses.replace(case, backend=target).id
+    return sequence[: ids.index(wanted) + 1]
