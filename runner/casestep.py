@@ -34,7 +34,7 @@ Oracle = Callable[[Workload], References]
 
 
 @dataclass(frozen=True)
-class JudgedCase:
+class SteppedCase:
     """What one case's step found, enough for its stored result and for repro's bundle."""
 
     case: Case
@@ -72,7 +72,7 @@ class CaseStep:
         self._layouts: dict[str, tuple[str, References]] = {}  # workload key -> (layout, refs)
         self._captured: list[tuple[Case, Workload]] = []  # capture cases so far, in order
 
-    def run(self, case: Case, backend: Backend, workload: Workload | None = None) -> JudgedCase:
+    def run(self, case: Case, backend: Backend, workload: Workload | None = None) -> SteppedCase:
         """`case` on `backend`, its workload materialized unless given (repro's cut models)."""
         if case.sequence != self._sequence:
             self._sequence, self._twins, self._layouts, self._captured = case.sequence, {}, {}, []
@@ -118,7 +118,7 @@ class CaseStep:
             self._captured.append((case, workload))
         else:
             self._twins[case.cell, case.mode] = Twin(run, feeds)
-        return JudgedCase(
+        return SteppedCase(
             case,
             run,
             judgement,
@@ -134,9 +134,9 @@ class CaseStep:
         return tuple(v for k, v in self._layouts.items() if k != workload.key)
 
     @staticmethod
-    def _unrun(case: Case, why: BackendRun, began: float) -> JudgedCase:
+    def _unrun(case: Case, why: BackendRun, began: float) -> SteppedCase:
         """A case the backend is not asked to run at all, judged on why."""
-        return JudgedCase(case, why, judge(Evidence(case, why, {})), _ms_since(began))
+        return SteppedCase(case, why, judge(Evidence(case, why, {})), _ms_since(began))
 
 
 def _failed_run(exc: Exception) -> BackendRun:

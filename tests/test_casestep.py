@@ -1,0 +1,73 @@
+"""The case step: a case judged on what its sequence ran before it, skipped before any backend
+is asked, and recorded; on real wgpu (lavapipe here) with onnxruntime CPU as the oracle."""
+
+from __future__ import annotations
+
+import pytest
+
+from runner.backends.base import BackendOptions, BackendTarget
+from runner.backends.wgpu.backend import WgpuBackend
+from runner.casestep import CaseStep
+from runner.matrix import expand_matrix, select_cases
+from runner.oracle import ReferenceCache
+from runner.skips import SKIP_PLATFORM
+from runner.suite import load_suite
+from tests.test_optests import example_cases
+
+from .conftest import REPO
+
+pytestmark = pytest.mark.gpu
+
+CANARY = "stale-cache/batch=1,sequence=12/layout={}/wgpu/{}"
+
+
+@pytest.fixture(scope="module")
+def stale_cache():
+    """The stale-layout canary's sequence on wgpu: base eager, capture, then eps-1e-2's, whose
+    capture replays the base capture (the fault ``shape-only-capture-cache``)."""
+    cases = expand_matrix([load_suite(REPO / "suites" / "canaries.yaml")])
+    return {c.id: c for c in select_cases(cases, ["model=stale-cache", "backend=wgpu"])}
+
+
+def test_a_capture_is_judged_against_what_its_sequence_ran_before_it(stale_cache):
+    ids = [
+        CANARY.format(layout, mode)
+        for layout in ("base", "eps-1e-2")
+        for mode in ("eager", "capture")
+    ]
+    backend = WgpuBackend(BackendOptions())
+    try:
+        step = CaseStep(ReferenceCache(None).references, runs=3)
+        stepped = [step.run(stale_cache[case_id], backend) for case_id in ids]
+        # eps-1e-2's capture stepped again, in a step that saw nothing before it: the backend
+        # replays the same stale capture, but no earlier layout's reference can explain it
+        alone = CaseStep(ReferenceCache(None).references, runs=3).run(stale_cache[ids[-1]], backend)
+    finally:
+        backend.close()
+    assert [s.judgement.verdict for s in stepped] == ["pass", "pass", "pass", "stale-layout"]
+    assert stepped[-1].judgement.stale_from == "base"
+    assert "matches layout 'base''s reference" in stepped[-1].judgement.message
+    assert alone.judgement.verdict == "capture-mismatch"
+    assert "differs from the reference (no eager twin)" in alone.judgement.message
+    record = stepped[-1].result("R1")
+    assert (record.case_id, record.verdict, record.stale_from) == (ids[-1], "stale-layout", "base")
+    assert record.model_digest == stepped[-2].model_digest and len(record.model_digest) == 64
+    assert record.wall_ms == stepped[-1].wall_ms > 0
+
+
+def test_a_case_that_cannot_run_here_is_skipped_before_the_backend_is_asked():
+    case = next(
+        c
+        for c in example_cases(BackendTarget("wgpu"))
+        if c.model.name == "ort-ops/softmax/Softmax where Linux is not/T[3]" and not c.capture
+    )
+    backend = WgpuBackend(BackendOptions())
+    try:
+        stepped = CaseStep(ReferenceCache(None).references, runs=3).run(case, backend)
+    finally:
+        backend.close()
+    assert stepped.run.status == "skipped" and stepped.run.timings.runs == 0
+    assert stepped.judgement.verdict == "skipped"
+    assert stepped.judgement.message == stepped.run.message
+    assert stepped.run.message.startswith(f"{SKIP_PLATFORM}: ")
+    assert stepped.references == {} and stepped.model_digest is None
