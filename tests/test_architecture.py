@@ -238,3 +238,47 @@ def test_loading_the_bundled_suites_starts_no_process_and_opens_no_connection(mo
     monkeypatch.setattr(socket.socket, "connect", forbidden)
     suites = load_suites([REPO / "suites"])
     assert len(suites) == 7
+
+
+def test_the_command_line_parses_and_selection_selects():
+    """`list`, `run` and `bisect` ask ``runner.selection`` for their cases: the command line
+    expands, filters and shards nothing itself."""
+    at_load, deferred = _graph()["runner.cli"]
+    assert not {t for t in at_load | deferred if t == "runner.matrix"}
+    names = {
+        node.id if isinstance(node, ast.Name) else node.attr
+        for node in ast.walk(ast.parse((RUNNER / "cli.py").read_text()))
+        if isinstance(node, ast.Name | ast.Attribute)
+    }
+    assert not names & {"expand_matrix", "select_resolved", "shard_cases", "with_predecessors"}
+
+
+def test_only_the_case_step_builds_evidence():
+    """The judge sees one kind of evidence however a case ran: the run, repro's reruns and the
+    benchmarks all step cases through ``runner.casestep``."""
+    builders = set()
+    for path in [*RUNNER.rglob("*.py"), *(REPO / "bench").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+                if name == "Evidence":
+                    builders.add(path.relative_to(REPO).as_posix())
+    assert builders == {"runner/casestep.py"}
+
+
+def test_the_suite_loader_reaches_the_backends_in_one_function_only():
+    """Loading a suite reads files: only the backend entries' parser asks the registry how a
+    backend spells its targets, when it is called."""
+    tree = ast.parse((RUNNER / "suite" / "loader.py").read_text())
+    reaching = set()
+    for function in ast.walk(tree):
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            for node in ast.walk(function):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "runner.backends"
+                ):
+                    reaching.add(function.name)
+    at_load, _ = _graph()["runner.suite.loader"]
+    assert not {t for t in at_load if t.startswith("runner.backends")}
+    assert reaching == {"backend"}
