@@ -88,12 +88,7 @@ class CaseStep:
                 expected = expected_outputs(case.model.op_test)
         except Exception as exc:  # a model or input that cannot be built fails this case only
             return self._unrun(case, _failed_run(exc), began)
-        references: References = {}
-        no_reference = ""
-        try:
-            references = self._oracle(workload)
-        except Exception as exc:  # onnxruntime CPU refused it: the other judges remain
-            no_reference = f"onnxruntime CPU refused the case ({type(exc).__name__}: {exc})"
+        references, no_reference = self._references(workload)
         run = backend.run(case, workload)
         feeds = workload.feeds(self._runs)
         judgement = judge(
@@ -128,6 +123,13 @@ class CaseStep:
             divergent,
             workload.model_digest,
         )
+
+    def _references(self, workload: Workload) -> tuple[References, str]:
+        """The oracle's references, or none and why: the judges that need none still judge."""
+        try:
+            return self._oracle(workload), ""
+        except Exception as exc:  # onnxruntime CPU refused the model
+            return {}, f"onnxruntime CPU refused the case ({type(exc).__name__}: {exc})"
 
     def _earlier(self, workload: Workload) -> tuple[tuple[str, Mapping], ...]:
         """The references of the other layouts captured so far, first captured first."""
