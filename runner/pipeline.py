@@ -33,6 +33,7 @@ from runner.oracle import ReferenceCache
 from runner.skips import skip_reason
 from runner.verdicts import FAILING_OUTCOMES
 from runner.workload import Workload, materialize
+from runner.workload.optest import expected_outputs
 
 
 def new_run_id() -> str:
@@ -278,6 +279,7 @@ def _run_case(
         dynamic=None if case.dynamic else sequence.twins.get((case.cell, "dynamic")),
         earlier=sequence.earlier(workload) if case.capture else (),
         no_reference=no_reference,
+        expected=expected_outputs(case.model.op_test) if case.model.op_test else None,
     )
     judgement = judge(evidence)
     divergent = None

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.skips import SKIP_REASONS
 from runner.suite import load_suites
 from runner.suite.spec import Suite
+from runner.verdicts import SKIP_REASONS
 
 
 @dataclass
