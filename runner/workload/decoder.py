@@ -20,8 +20,10 @@ ReduceSum, Sub; ReduceMax): there the mask is [batch, max_length], fixed across 
 no Shape op runs on the CPU, which is what graph capture needs (microsoft/onnxruntime#26384).
 
 ``quantized``: every MatMul becomes com.microsoft MatMulNBits (4 bits, symmetric, no zero
-points, ``accuracy_level`` 4 as the builder sets for cpu and webgpu), packed here the way
-onnxruntime's MatMulNBitsQuantizer (RTN) packs, since that quantizer needs onnx_ir.
+points), packed here the way onnxruntime's MatMulNBitsQuantizer (RTN) packs, since that
+quantizer needs onnx_ir. ``accuracy_level`` is the builder's ``int4_accuracy_level`` (4 for cpu
+and webgpu): at 4 onnxruntime's CPU kernel quantizes the activations to int8 per block, so it
+differs from an exact dequantization by about 0.05 on these logits; at 0 it computes in float.
 
 Left out: tied embeddings, biases, rope scaling, sliding windows, softcap, LoRA, the QDQ format,
 the genai_config.json and tokenizer files. Dims stay symbolic as the builder writes them.
@@ -44,7 +46,6 @@ OPSET = 21
 EPSILON = 1e-6  # the builder's default rms_norm_eps
 ROPE_THETA = 10000.0
 QUANT_BITS = 4
-ACCURACY_LEVEL = 4  # the builder's int4_accuracy_level for cpu and webgpu
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class DecoderParams:
     seed: int = 0
     quantized: bool = False
     block_size: int = 32  # MatMulNBits block size
+    accuracy_level: int = 4  # MatMulNBits accuracy_level (the builder's default for cpu, webgpu)
     static_mask: bool = False  # the builder's enable_webgpu_graph mask subgraph
 
     def __post_init__(self) -> None:
@@ -77,6 +79,8 @@ class DecoderParams:
             raise ValueError(f"max_length={self.max_length}: a prefill and a step need 2")
         if self.block_size < 16 or self.block_size & (self.block_size - 1):
             raise ValueError(f"block_size={self.block_size}: a power of 2, at least 16")
+        if self.accuracy_level not in range(5):
+            raise ValueError(f"accuracy_level={self.accuracy_level}: expected 0 to 4")
 
     @property
     def head_size(self) -> int:
@@ -221,7 +225,7 @@ class _Graph:
             op = "MatMulNBits"
             extra = dict(
                 domain=MS_DOMAIN,
-                accuracy_level=ACCURACY_LEVEL,
+                accuracy_level=p.accuracy_level,
                 bits=QUANT_BITS,
                 block_size=p.block_size,
                 K=rows,
