@@ -56,11 +56,11 @@ _RMS_NORM = """  let base = index * params.cols;
   for (var j = 0u; j < params.cols; j++) { out[base + j] = {value} * inv * in{gamma}[j]; }
 """
 
-# op -> (initial value, accumulation of `x`, result from `total`)
+# op -> (initial value, statement folding in0[base + j] into `total`, result from `total`)
 _REDUCTIONS = {
-    "ReduceSum": ("{zero}", "total + x", "total"),
-    "ReduceMean": ("0.0", "total + x", "total / f32(params.cols)"),
-    "ReduceMax": ("in0[base]", "max(total, x)", "total"),
+    "ReduceSum": ("{zero}", "total += in0[base + j];", "total"),
+    "ReduceMean": ("0.0", "total += in0[base + j];", "total / f32(params.cols)"),
+    "ReduceMax": ("in0[base]", "total = max(total, in0[base + j]);", "total"),
 }
 
 
@@ -74,7 +74,7 @@ def reduce_kernel(op: str, element: str) -> Kernel:
     body = (
         "  let base = index * params.cols;\n"
         f"  var total = {initial.format(zero='0.0' if element == 'f32' else '0')};\n"
-        f"  for (var j = 0u; j < params.cols; j++) {{ let x = in0[base + j]; total = {step}; }}\n"
+        f"  for (var j = 0u; j < params.cols; j++) {{ {step} }}\n"
         f"  out[index] = {result};\n"
     )
     return Kernel(f"{op}[{element}]", (element,), element, _ROWS, "rows", body)
