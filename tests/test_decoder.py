@@ -10,16 +10,12 @@ exactly, so logits of std 1 differ by up to 0.045 here: 0.1.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 import onnx
 import pytest
 
 from runner.backends.wgpu.device import Device
-from runner.backends.wgpu.executor import Session
-from runner.backends.wgpu.faults import Faults
-from runner.backends.wgpu.prepare import prepare
+from runner.backends.wgpu.steps import DeviceSteps
 from runner.compare import compare
 from runner.errors import EnvironmentUnusable
 from runner.suite.spec import Tolerance
@@ -200,29 +196,6 @@ def device():
     opened.device.destroy()
 
 
-class WgpuSteps:
-    """Steps on wgpu: a session per input shape; with ``capture`` each session's first run
-    records and every later run of that shape replays. ``recorded``: per run, whether it
-    recorded."""
-
-    def __init__(self, device: Device, model: bytes, capture: bool):
-        self.device, self.model, self.capture = device, model, capture
-        self.sessions: dict[tuple, Session] = {}
-        self.recorded: list[bool] = []
-
-    def __call__(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        shapes = tuple((name, value.shape) for name, value in inputs.items())
-        if shapes not in self.sessions:
-            plan = prepare(self.model, inputs)
-            self.sessions[shapes] = Session(self.device, plan, len(self.sessions) + 1)
-        session = self.sessions[shapes]
-        if not self.capture:
-            return session.run_eager(inputs)[0]
-        recording, recorded = session.capture(Faults.of((), ()))
-        self.recorded.append(recorded)
-        return session.replay(recording, inputs)[0]
-
-
 def assert_same_loop(
     got: tuple[DecodeStep, ...], expected: tuple[DecodeStep, ...], tolerance: Tolerance
 ) -> None:
@@ -249,7 +222,7 @@ def test_wgpu_eager_generates_what_the_cpu_does(device, params, tolerance):
     """Prefill and 3 decode steps, each backend feeding its own present caches back."""
     model = build_decoder(params).SerializeToString()
     expected = generate_reference(model, params, PROMPT, STEPS)
-    generation = Generation(params, WgpuSteps(device, model, capture=False))
+    generation = Generation(params, DeviceSteps(device, model, capture=False))
     got = (generation.prefill(PROMPT), *(generation.decode() for _ in range(STEPS)))
     assert_same_loop(got, expected, tolerance)
 
@@ -261,7 +234,7 @@ def test_wgpu_captured_decode_steps_replay_with_each_new_token_and_length(device
     params = DecoderParams(static_mask=True)
     model = build_decoder(params).SerializeToString()
     expected = generate_reference(model, params, PROMPT, STEPS)
-    steps = WgpuSteps(device, model, capture=True)
+    steps = DeviceSteps(device, model, capture=True)
     generation = Generation(params, steps)
     got = (generation.prefill(PROMPT), *(generation.decode() for _ in range(STEPS)))
     assert_same_loop(got, expected, FLOAT)
