@@ -1,4 +1,4 @@
-"""A Llama-style decoder as onnxruntime-genai's model builder writes it,; its CPU generation loop.
+"""A Llama-style decoder as onnxruntime-genai's model builder writes it; its CPU generation loop.
 
 The graph follows ``src/python/py/models/builders/base.py`` of microsoft/onnxruntime-genai
 (``Model`` for ``ep`` cpu or webgpu, float32): for those EPs the builder picks
