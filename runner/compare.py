@@ -7,37 +7,11 @@ both have the same sign and the larger over the smaller is within 1 + `rel`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 import numpy as np
 
-from runner.suite.spec import Tolerance
-
-
-@dataclass(frozen=True)
-class Comparison:
-    max_abs: float  # over finite pairs; inf when a non-finite value mismatches
-    max_rel: float
-    mismatched: int  # elements outside tolerance
-    total: int
-    # (actual, expected) where the shapes differ: then no element is compared, and an empty
-    # output is wrong by its shape alone
-    shapes: tuple[tuple[int, ...], tuple[int, ...]] | None = None
-
-    @property
-    def shape_ok(self) -> bool:
-        return self.shapes is None
-
-    @property
-    def ok(self) -> bool:
-        return self.shape_ok and self.mismatched == 0
-
-    def describe(self) -> str:
-        """What differs, in words: both shapes, or how many elements and by how much."""
-        if self.shapes is not None:
-            actual, expected = self.shapes
-            return f"shape {list(actual)} where {list(expected)} was expected"
-        return f"{self.mismatched}/{self.total} elements, max abs {self.max_abs:.3g}"
+from runner.measure import EXACT, Comparison, Outputs, Tolerance
 
 
 def compare(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -> Comparison:
@@ -69,21 +43,37 @@ def compare(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -> C
 
 
 def compare_outputs(
-    actual: dict[str, np.ndarray], expected: dict[str, np.ndarray], tolerance: Tolerance
+    actual: Mapping[str, np.ndarray],
+    expected: Mapping[str, np.ndarray],
+    tolerance: Tolerance,
+    exact_integers: bool = False,
 ) -> dict[str, Comparison]:
-    """Per expected output; an output the backend did not return counts as all mismatched."""
+    """Per expected output; an output the backend did not return counts as all mismatched.
+    `exact_integers`: integer outputs exactly (as ORT-web's runner compares with a file)."""
     missing = np.full((), np.nan)
     return {
-        name: compare(actual.get(name, missing), value, tolerance)
+        name: compare(
+            actual.get(name, missing),
+            value,
+            EXACT if exact_integers and np.asarray(value).dtype.kind not in "fc" else tolerance,
+        )
         for name, value in expected.items()
     }
 
 
-def worst(comparisons: dict[str, Comparison]) -> tuple[float, float]:
-    """(max abs, max rel) error over all outputs."""
-    if not comparisons:
-        return 0.0, 0.0
-    return (
-        max(c.max_abs for c in comparisons.values()),
-        max(c.max_rel for c in comparisons.values()),
-    )
+class NumpyMeasure:
+    """The suite's `runner.measure.Measure`: outputs are numpy arrays."""
+
+    def compare(
+        self, actual: Outputs, expected: Outputs, tolerance: Tolerance, exact_integers: bool = False
+    ) -> dict[str, Comparison]:
+        return compare_outputs(actual, expected, tolerance, exact_integers)
+
+    def first_difference(self, a: Outputs, b: Outputs) -> str | None:
+        return next(
+            (n for n, value in a.items() if not np.array_equal(value, b.get(n), equal_nan=True)),
+            None,
+        )
+
+
+NUMPY = NumpyMeasure()

@@ -4,32 +4,81 @@ Each detector looks at one case's ``Evidence`` and names the verdicts it sees; t
 once, in ``DETECTORS``. The judge runs them all, so a result lists every verdict that applies and
 headlines the most specific (``runner.verdicts``).
 
-Every run of a case gets its own inputs (the case's input sequence, ``runner.workload``), so each
-run is judged against what belongs to its inputs: the eager twin's run of the same inputs, the
-oracle's reference for them. When the oracle could not run the case, the judges that remain
+Every run of a case gets its own inputs (the case's input sequence, ``runner.schedule``), so
+each run is judged against what belongs to its inputs: the eager twin's run of the same inputs,
+the oracle's reference for them. When the oracle could not run the case, the judges that remain
 (the op test's file, capture against eager) still judge it, and the message says why there is
 no reference.
+
+This is the only place verdicts are decided. A repro bundle judges with it too: ``repro.py``
+imports it, and the bundle's page runs it under Pyodide (``runner.repro.judging``). So it
+imports only the standard library and other such modules (tests/test_architecture.py): the
+arrays are opaque here, and ``Evidence.measure`` compares them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Protocol
 
-import numpy as np
+from runner.measure import Comparison, Measure, Outputs, Tolerance, worst
+from runner.schedule import BASE, Feed, Variant
+from runner.verdicts import SKIP_BACKEND, Outcome, headline, onnxruntime_lacks
 
-from runner.backends.base import BackendRun
-from runner.compare import Comparison, compare_outputs, worst
-from runner.matrix import Case
-from runner.skips import SKIP_BACKEND, onnxruntime_lacks, skip_reason
-from runner.suite.spec import Tolerance
-from runner.verdicts import Outcome, headline
-from runner.workload import Feed
-from runner.workload.inputs import BASE, Variant
-from runner.workload.optest import expected_outputs
 
-Outputs = Mapping[str, np.ndarray]
+class JudgedCase(Protocol):
+    """What the judge reads of a case (``runner.matrix.Case``; a bundle's step on its page)."""
+
+    @property
+    def capture(self) -> bool: ...
+    @property
+    def dynamic(self) -> bool: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def graphs(self) -> int: ...
+    @property
+    def revisit(self) -> bool: ...
+    @property
+    def tolerance(self) -> Tolerance: ...
+    @property
+    def expect(self) -> frozenset[str]: ...
+
+
+class JudgedTrace(Protocol):
+    """What replays asked of WebGPU, as far as capture engagement shows in it."""
+
+    @property
+    def replay_bind_groups_created(self) -> int: ...
+    @property
+    def replay_uniform_writes(self) -> int: ...
+    @property
+    def replay_reruns(self) -> int: ...
+    @property
+    def unrecorded_graphs(self) -> tuple[int, ...]: ...
+
+
+class JudgedRun(Protocol):
+    """What the judge reads of a backend's report (``runner.backends.base.BackendRun``)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def runs(self) -> Sequence[Outputs]: ...
+    @property
+    def trace(self) -> JudgedTrace: ...
+
+
+def default_measure() -> Measure:
+    """numpy's comparisons, the suite's. Imported here, when the suite asks: a bundle's page
+    judges without numpy and passes its own measure."""
+    from runner.compare import NUMPY
+
+    return NUMPY
 
 
 @dataclass(frozen=True)
@@ -37,7 +86,7 @@ class Twin:
     """Another mode's run of the same cell (eager for a capture case, dynamic for both), with
     the inputs each of its runs got."""
 
-    run: BackendRun
+    run: JudgedRun
     feeds: tuple[Feed, ...] = ()  # () : every run got the base inputs
 
     def outputs_of(self, variant: Variant) -> Outputs | None:
@@ -57,10 +106,15 @@ def _feeds(feeds: tuple[Feed, ...], runs: int) -> tuple[Feed, ...]:
     return (feeds + (feeds[-1],) * runs)[:runs]
 
 
+def _last(run: JudgedRun) -> Outputs:
+    """The last run's outputs: under capture, a replay, which is what is under test."""
+    return run.runs[-1] if run.runs else {}
+
+
 @dataclass(frozen=True)
 class Evidence:
-    case: Case
-    run: BackendRun
+    case: JudgedCase
+    run: JudgedRun
     references: Mapping[Variant, Outputs]  # the oracle's, per input variant; {}: none
     feeds: tuple[Feed, ...] = ()  # what each run got (the workload's schedule); (): base only
     eager: Twin | None = None  # the eager twin, for a capture case
@@ -69,6 +123,12 @@ class Evidence:
     earlier: tuple[tuple[str, Mapping[Variant, Outputs]], ...] = ()
     no_reference: str = ""  # why the oracle gave no reference, when it gave none
     expected: Outputs | None = None  # an op test's file's expected outputs; None: no op test
+    measure: Measure = field(default_factory=default_measure)
+
+    def compare(
+        self, actual: Outputs, expected: Outputs, exact_integers: bool = False
+    ) -> dict[str, Comparison]:
+        return self.measure.compare(actual, expected, self.case.tolerance, exact_integers)
 
     @property
     def run_feeds(self) -> tuple[Feed, ...]:
@@ -79,13 +139,22 @@ class Evidence:
     def last_variant(self) -> Variant:
         return self.run_feeds[-1].variant if self.run.runs else BASE
 
+    def expected_for(self, feed: Feed) -> tuple[Outputs | None, str]:
+        """What a capture run of `feed` must give: the eager twin's run of the same inputs, or
+        else the reference for them; and which of the two it is."""
+        if self.eager is not None:
+            eager = self.eager.outputs_of(feed.variant)
+            if eager is not None:
+                return eager, "eager"
+        return self.references.get(feed.variant), "the reference (no eager twin)"
+
     @cached_property  # several detectors ask; compare once per case
     def vs_reference(self) -> dict[str, Comparison]:
         """The last run (under capture, a replay) against the reference for its inputs."""
         reference = self.references.get(self.last_variant)
         if reference is None:
             return {}
-        return compare_outputs(dict(self.run.outputs), dict(reference), self.case.tolerance)
+        return self.compare(_last(self.run), reference)
 
 
 @dataclass(frozen=True)
@@ -108,7 +177,7 @@ LACKING_STATUSES = frozenset({"unsupported-op", "capture-unsupported", "skipped"
 def backend_status(ev: Evidence) -> list[Finding]:
     if ev.run.status == "ok":
         return []
-    if ev.case.model.op_test is not None and (
+    if ev.expected is not None and (
         ev.run.status in LACKING_STATUSES
         or ev.run.status == "error"
         and onnxruntime_lacks(ev.run.message)
@@ -160,7 +229,7 @@ def reference_mismatch(ev: Evidence) -> list[Finding]:
         if reference is None:
             continue
         outputs = twin.run.runs[index]
-        bad = _worst_mismatch(compare_outputs(dict(outputs), dict(reference), ev.case.tolerance))
+        bad = _worst_mismatch(ev.compare(outputs, reference))
         if bad is not None:
             found.append((bad[1].max_abs, index, bad))
     if not found:
@@ -175,36 +244,21 @@ def reference_mismatch(ev: Evidence) -> list[Finding]:
     ]
 
 
-EXACT = Tolerance(abs=0.0, rel=0.0)
-
-
-def _against_file(
-    actual: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], tolerance: Tolerance
-) -> dict[str, Comparison]:
-    """As ORT-web's runner compares with a file: floats within tolerance, integers exactly."""
-    comparisons = {}
-    for name, value in expected.items():
-        within = tolerance if value.dtype.kind in "fc" else EXACT
-        comparisons.update(compare_outputs(dict(actual), {name: value}, within))
-    return comparisons
-
-
 def expected_mismatch(ev: Evidence) -> list[Finding]:
     """An op test's eager output for the file's own inputs (a capture case's twin's) against the
     file's expected outputs, as ORT-web's runner compares; says so explicitly when the file
     disagrees with onnxruntime CPU."""
-    op_case = ev.case.model.op_test
     twin = _eager_runs(ev)
-    if op_case is None or twin is None:
+    if ev.expected is None or twin is None:
         return []
     actual = twin.outputs_of(BASE)
     if actual is None:
         return []
-    expected = expected_outputs(op_case)
-    tolerance = ev.case.tolerance
-    vs_file = _worst_mismatch(_against_file(actual, expected, tolerance))
+    vs_file = _worst_mismatch(ev.compare(actual, ev.expected, exact_integers=True))
     cpu = ev.references.get(BASE)
-    file_vs_cpu = None if cpu is None else _worst_mismatch(_against_file(cpu, expected, tolerance))
+    file_vs_cpu = (
+        None if cpu is None else _worst_mismatch(ev.compare(cpu, ev.expected, exact_integers=True))
+    )
     note = None
     if file_vs_cpu is not None:
         name, c = file_vs_cpu
@@ -220,16 +274,6 @@ def expected_mismatch(ev: Evidence) -> list[Finding]:
     return []
 
 
-def _expected_for(ev: Evidence, feed: Feed) -> tuple[Outputs | None, str]:
-    """What a capture run of `feed` must give: the eager twin's run of the same inputs, or else
-    the reference for them."""
-    if ev.eager is not None:
-        eager = ev.eager.outputs_of(feed.variant)
-        if eager is not None:
-            return eager, "eager"
-    return ev.references.get(feed.variant), "the reference (no eager twin)"
-
-
 def capture_mismatch(ev: Evidence) -> list[Finding]:
     """Every capture run against what eager gave for the same inputs."""
     if not ev.case.capture or ev.run.status != "ok":
@@ -237,10 +281,10 @@ def capture_mismatch(ev: Evidence) -> list[Finding]:
     feeds = ev.run_feeds
     found = []
     for index, (outputs, feed) in enumerate(zip(ev.run.runs, feeds, strict=True)):
-        expected, what = _expected_for(ev, feed)
+        expected, what = ev.expected_for(feed)
         if expected is None:
             continue
-        bad = _worst_mismatch(compare_outputs(dict(outputs), dict(expected), ev.case.tolerance))
+        bad = _worst_mismatch(ev.compare(outputs, expected))
         if bad is not None:
             found.append((bad[1].max_abs, index, what, bad))
     if not found:
@@ -271,7 +315,7 @@ def stale_layout(ev: Evidence) -> list[Finding]:
         reference = references.get(ev.last_variant)
         if reference is None:
             continue
-        other = compare_outputs(dict(ev.run.outputs), dict(reference), ev.case.tolerance)
+        other = ev.compare(_last(ev.run), reference)
         if all(c.ok for c in other.values()) or worst(other)[0] < own / 10:
             fits.append((worst(other)[0], index, label))
     if not fits:
@@ -292,14 +336,13 @@ def _fits_better(
 ) -> tuple[float, int, Feed] | None:
     """The candidate `outputs` fits best, if it fits within tolerance or ten times closer than
     `own`, which it must not fit."""
-    tolerance = ev.case.tolerance
-    vs_own = compare_outputs(dict(outputs), dict(own), tolerance)
+    vs_own = ev.compare(outputs, own)
     if all(c.ok for c in vs_own.values()):
         return None
     error_own = worst(vs_own)[0]
     fits = []
     for index, feed, expected in candidates:
-        other = compare_outputs(dict(outputs), dict(expected), tolerance)
+        other = ev.compare(outputs, expected)
         if all(c.ok for c in other.values()) or worst(other)[0] < error_own / 10:
             fits.append((worst(other)[0], index, feed))
     return min(fits, key=lambda fit: (fit[0], fit[1])) if fits else None
@@ -313,14 +356,14 @@ def _crossed_runs(ev: Evidence, same_graph: bool) -> Iterator[tuple[int, Feed, F
         return
     feeds = ev.run_feeds
     for index, (outputs, feed) in enumerate(zip(ev.run.runs, feeds, strict=True)):
-        own, _ = _expected_for(ev, feed)
+        own, _ = ev.expected_for(feed)
         if own is None:
             continue
         candidates = []
         for earlier, other in enumerate(feeds[:index]):
             if other.variant == feed.variant or (other.graph == feed.graph) != same_graph:
                 continue
-            expected, _ = _expected_for(ev, other)
+            expected, _ = ev.expected_for(other)
             if expected is not None:
                 candidates.append((earlier, other, expected))
         fit = _fits_better(outputs, own, candidates, ev)
@@ -374,15 +417,15 @@ def nondeterministic(ev: Evidence) -> list[Finding]:
             first[feed.variant] = (index, outputs)
             continue
         earlier, reference = first[feed.variant]
-        for name, value in reference.items():
-            if not np.array_equal(value, outputs.get(name), equal_nan=True):
-                return [
-                    Finding(
-                        "nondeterministic",
-                        f"run {index + 1} of the same input gave another {name!r} than run "
-                        f"{earlier + 1}",
-                    )
-                ]
+        name = ev.measure.first_difference(reference, outputs)
+        if name is not None:
+            return [
+                Finding(
+                    "nondeterministic",
+                    f"run {index + 1} of the same input gave another {name!r} than run "
+                    f"{earlier + 1}",
+                )
+            ]
     return []
 
 
@@ -400,7 +443,7 @@ def capture_not_engaged(ev: Evidence) -> list[Finding]:
                 "the backend does not keep a graph per gpu_graph_id",
             )
         ]
-    if ev.run.timings.runs < 2:
+    if len(ev.run.runs) < 2:
         return []
     if trace.replay_bind_groups_created or trace.replay_uniform_writes:
         return [
@@ -466,9 +509,7 @@ def _static_differs(ev: Evidence) -> bool:
     for index, feed in _distinct_runs(_feeds(eager.feeds, len(eager.run.runs))):
         dynamic = ev.dynamic.outputs_of(feed.variant)
         if dynamic is not None:
-            comparisons = compare_outputs(
-                dict(eager.run.runs[index]), dict(dynamic), ev.case.tolerance
-            )
+            comparisons = ev.compare(eager.run.runs[index], dynamic)
             if _worst_mismatch(comparisons) is not None:
                 return True
     return False
@@ -490,12 +531,7 @@ def attribute(ev: Evidence, verdicts: frozenset[str]) -> str | None:
 
 def judge(ev: Evidence) -> Judgement:
     """Every detector's findings; a case that could not run here is `skipped` and nothing else."""
-    known_skip = skip_reason(ev.case)
-    findings = (
-        (Finding("skipped", known_skip),)
-        if known_skip
-        else tuple(f for detector in DETECTORS for f in detector(ev))
-    )
+    findings = tuple(f for detector in DETECTORS for f in detector(ev))
     if any(f.verdict == "skipped" for f in findings):
         findings = tuple(f for f in findings if f.verdict == "skipped")
     verdicts = frozenset(f.verdict for f in findings) or frozenset({"pass"})
@@ -508,7 +544,7 @@ def judge(ev: Evidence) -> Judgement:
     return Judgement(
         verdicts=verdicts,
         verdict=headline(verdicts),
-        outcome=outcome(verdicts, ev.case.expectation.expect),
+        outcome=outcome(verdicts, ev.case.expect),
         message="; ".join(messages),
         max_abs=max_abs,
         max_rel=max_rel,

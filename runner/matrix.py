@@ -61,6 +61,11 @@ class Case:
         return mode_name(self.capture, self.dynamic)
 
     @property
+    def expect(self) -> frozenset[str]:
+        """The verdicts its expectation allows."""
+        return self.expectation.expect
+
+    @property
     def cell(self) -> str:
         """The id without the capture mode: an eager case and its capture twin share it.
 

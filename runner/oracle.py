@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from runner.files import write_atomic
+from runner.schedule import BASE, Variant
 from runner.workload import Workload, variant_key
-from runner.workload.inputs import BASE, Variant
 
 References = dict[Variant, dict[str, np.ndarray]]  # per input variant, the outputs by name
 PROVIDER = "CPUExecutionProvider"

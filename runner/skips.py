@@ -4,10 +4,11 @@ A case is skipped, with its reason, when its test's ``platformCondition`` does n
 backend's platform, or when the backend cannot hold one of its element types. What a backend
 finds it lacks only when it runs (an operator without a kernel, a graph its WebGPU EP will not
 capture) the judge skips the same way (``runner.judge``). Every reason starts with one of the
-``SKIP_*`` phrases, which reports group by. Zero-sized tensors need no reason: every backend here
-takes them (tests/test_optests*.py). A case onnxruntime on the CPU (the oracle) cannot run, e.g.
-a contrib op only other execution providers implement, is not skipped: it runs, and is judged
-against its file and capture against eager (``runner.pipeline``).
+``SKIP_*`` phrases of ``runner.verdicts``, which reports group by. Zero-sized tensors need no
+reason: every backend here takes them (tests/test_optests*.py). A case onnxruntime on the CPU
+(the oracle) cannot run, e.g. a contrib op only other execution providers implement, is not
+skipped: it runs, and is judged against its file and capture against eager
+(``runner.pipeline``).
 """
 
 from __future__ import annotations
@@ -18,11 +19,7 @@ import sys
 
 from runner.backends import REGISTRY
 from runner.matrix import Case
-
-SKIP_PLATFORM = "platform condition not met"
-SKIP_TYPE = "element type the backend lacks"
-SKIP_BACKEND = "backend lacks the operator or type"  # seen at run time (runner.judge)
-SKIP_REASONS = (SKIP_PLATFORM, SKIP_TYPE, SKIP_BACKEND)
+from runner.verdicts import SKIP_PLATFORM, SKIP_TYPE
 
 
 # What ORT-web's `platformCondition` regexes are matched against: platform.js's description in
@@ -50,17 +47,3 @@ def skip_reason(case: Case) -> str | None:
     if lacking:
         return f"{SKIP_TYPE}: {backend} has no {', '.join(lacking)} tensors"
     return None
-
-
-# onnxruntime's words, in every build (onnxruntime-web's too), for a missing kernel
-# (NOT_IMPLEMENTED) and for a missing schema (an op or domain the build leaves out).
-_LACKS = re.compile(
-    r"Could not find an implementation[^\n]*|No Op registered for[^\n]*"
-    r"|\S+ is not a registered function/op"
-)
-
-
-def onnxruntime_lacks(message: str) -> str | None:
-    """The part of an onnxruntime error saying it has no kernel or schema for a node, if any."""
-    lacks = _LACKS.search(message)
-    return lacks.group() if lacks else None

@@ -1,4 +1,5 @@
-"""The verdict vocabulary, shared by the suite format (``expect:``) and the judge.
+"""The verdict vocabulary, shared by the suite format (``expect:``) and the judge, and the
+phrases a skip's reason starts with.
 
 Ordered from most to least specific: when several apply to one case, the first listed here is
 the headline.
@@ -7,6 +8,7 @@ the headline.
 from __future__ import annotations
 
 import enum
+import re
 
 VERDICTS: dict[str, str] = {
     "stale-layout": "under this layout the output matches an earlier layout's reference better "
@@ -52,3 +54,24 @@ def headline(verdicts: set[str] | frozenset[str]) -> str:
         if name in verdicts:
             return name
     return "pass"
+
+
+# Every skip's reason starts with one of these; reports group skips by them.
+SKIP_PLATFORM = "platform condition not met"
+SKIP_TYPE = "element type the backend lacks"
+SKIP_BACKEND = "backend lacks the operator or type"  # seen at run time (runner.judge)
+SKIP_REASONS = (SKIP_PLATFORM, SKIP_TYPE, SKIP_BACKEND)
+
+
+# onnxruntime's words, in every build (onnxruntime-web's too), for a missing kernel
+# (NOT_IMPLEMENTED) and for a missing schema (an op or domain the build leaves out).
+_LACKS = re.compile(
+    r"Could not find an implementation[^\n]*|No Op registered for[^\n]*"
+    r"|\S+ is not a registered function/op"
+)
+
+
+def onnxruntime_lacks(message: str) -> str | None:
+    """The part of an onnxruntime error saying it has no kernel or schema for a node, if any."""
+    lacks = _LACKS.search(message)
+    return lacks.group() if lacks else None

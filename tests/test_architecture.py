@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
 
 from runner.backends import REGISTRY
+from runner.backends.base import RUN_STATUSES
+from runner.repro.judging import PAGE_MODULES
 from runner.suite import load_suites
 from runner.suite.spec import label_versions
 from runner.verdicts import VERDICTS
@@ -255,7 +259,8 @@ def test_the_command_line_parses_and_selection_selects():
 
 def test_only_the_case_step_builds_evidence():
     """The judge sees one kind of evidence however a case ran: the run, repro's reruns and the
-    benchmarks all step cases through ``runner.casestep``."""
+    benchmarks all step cases through ``runner.casestep``; a bundle, which holds no case, has
+    its steps' evidence built from its files by ``runner.repro.judging``."""
     builders = set()
     for path in [*RUNNER.rglob("*.py"), *(REPO / "bench").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -264,7 +269,7 @@ def test_only_the_case_step_builds_evidence():
                 name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
                 if name == "Evidence":
                     builders.add(path.relative_to(REPO).as_posix())
-    assert builders == {"runner/casestep.py"}
+    assert builders == {"runner/casestep.py", "runner/repro/judging.py"}
 
 
 def test_the_suite_loader_reaches_the_backends_in_one_function_only():
@@ -282,3 +287,87 @@ def test_the_suite_loader_reaches_the_backends_in_one_function_only():
     at_load, _ = _graph()["runner.suite.loader"]
     assert not {t for t in at_load if t.startswith("runner.backends")}
     assert reaching == {"backend"}
+
+
+def _load_closure(graph, name: str) -> set[str]:
+    """`name` and every runner module loading it loads, with the packages above each."""
+    parts = name.split(".")
+    seen = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    for target in _with_parents(graph, name):
+        if target not in seen:
+            seen |= _load_closure(graph, target)
+    return seen
+
+
+def test_the_bundle_page_loads_exactly_the_judge_and_what_it_imports():
+    """The page writes `PAGE_MODULES` into Pyodide; a module the judge comes to import must be
+    listed there, or every bundle page fails to judge."""
+    closure = _load_closure(_graph(), "runner.repro.judging")
+    paths = {str(_modules()[name].relative_to(REPO)) for name in closure}
+    assert paths == set(PAGE_MODULES)
+
+
+def test_the_judge_runs_without_numpy():
+    """Pyodide's core has no numpy: the judge and the bundle's entry must load without it, and
+    judge through the measure they are given."""
+    script = (
+        "import sys; sys.modules['numpy'] = None\n"
+        "from runner.repro.judging import ScriptMeasure, judge_page\n"
+        "import json\n"
+        "tensors = [{'y': [1.0, 2.0]}, {'y': [1.0, 2.5]}]\n"
+        "def compare(a, b, abs, rel, exact):\n"
+        "    errors = [abs_ for abs_ in (max(map(lambda p: __builtins__.abs(p[0] - p[1]),"
+        " zip(tensors[a]['y'], tensors[b]['y']))),)]\n"
+        "    bad = errors[0] > abs\n"
+        "    return json.dumps({'y': {'maxAbs': errors[0], 'maxRel': 0.2, "
+        "'mismatched': int(bad), 'total': 2, 'shapes': None}})\n"
+        "manifest = {'judge': {'step': 0, 'eager': None}, 'tolerance': {'abs': 1e-3, 'rel': 0},"
+        " 'steps': [{'workload': 'main', 'mode': 'eager', 'graphs': 1, 'reuse': None}],"
+        " 'workloads': {'main': {'layout': 'default', 'variants': [{'graph': 0, 'draw': 0}],"
+        " 'schedule': [[0, 0]]}}}\n"
+        "results = [{'status': 'ok', 'runs': [1]}]\n"
+        "print(judge_page(json.dumps(manifest), json.dumps(results), json.dumps({'main': [0]}),"
+        " compare, lambda a, b: None))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=True
+    )
+    page = json.loads(done.stdout)
+    assert page["verdict"] == "reference-mismatch", page
+    assert page["lines"][-1] == "FAIL: reference-mismatch"
+    assert (
+        "eager output differs from onnxruntime CPU on 'y': 1/2 elements, max abs 0.5"
+        in (page["message"])
+    )
+
+
+def _strings(path: Path) -> set[str]:
+    if path.suffix != ".py":
+        return set(re.findall(r"""['"`]([a-z-]+)['"`]""", path.read_text()))
+    return {
+        node.value
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+
+
+def test_verdicts_are_decided_in_the_judge_only():
+    """A new detector is written once, in runner/judge.py: no other module makes a `Finding`,
+    and no bundle runner (repro.py, the page, the bundle's judging entry) names a verdict a
+    detector decides, which is what a second judge would have to do."""
+    makers = {
+        path
+        for path in RUNNER.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("Finding")
+    }
+    assert makers == {RUNNER / "judge.py"}
+    detected = set(VERDICTS) - set(RUN_STATUSES) - {"pass"}
+    runners = [
+        RUNNER / "repro" / "judging.py",
+        *RUNNER.glob("backends/*/repro_script.py"),
+        *RUNNER.glob("backends/*/assets/repro.mjs"),
+    ]
+    assert len(runners) == 3
+    for path in runners:
+        assert not _strings(path) & detected, f"{path} names {_strings(path) & detected}"

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from runner.compare import compare, compare_outputs, worst
+from runner.compare import compare, compare_outputs
+from runner.measure import worst
 from runner.suite.spec import Tolerance
 
 TOL = Tolerance(abs=1e-3, rel=1e-5)

@@ -11,6 +11,7 @@ import pytest
 from runner.backends.base import BackendRun, Timings, Trace
 from runner.judge import Evidence, Twin, judge, outcome
 from runner.matrix import Case
+from runner.schedule import BASE
 from runner.suite.spec import (
     BackendTarget,
     EncoderParams,
@@ -23,7 +24,6 @@ from runner.suite.spec import (
 )
 from runner.verdicts import Outcome
 from runner.workload import input_schedule
-from runner.workload.inputs import BASE
 
 REF = {"y": np.linspace(-1, 1, 8, dtype=np.float32)}
 OTHER = {"y": REF["y"] + 0.5}  # another layout's reference (e.g. another eps)

@@ -24,13 +24,13 @@ from runner.judge import Evidence, Twin, judge
 from runner.matrix import Case, expand_matrix, select_cases
 from runner.pipeline import execute
 from runner.report import optests as summary
+from runner.schedule import BASE
 from runner.skips import platform_description, skip_reason
 from runner.suite import load_suite
 from runner.suite.jsonc import JsoncError, load_jsonc
 from runner.suite.optests import op_test_files
 from runner.suite.spec import BackendTarget, OpAttribute
 from runner.workload import materialize, workload_key
-from runner.workload.inputs import BASE
 from runner.workload.optest import expected_outputs, op_test_model
 
 from .conftest import REPO
@@ -413,6 +413,11 @@ def _runs(outputs) -> BackendRun:
     return BackendRun(runs=(outputs,) * 3, timings=Timings(runs=3))
 
 
+def _evidence(case, run, references, **twins) -> Evidence:
+    """An op test's evidence as the pipeline gives it: with its file's expected outputs."""
+    return Evidence(case, run, references, expected=expected_outputs(case.model.op_test), **twins)
+
+
 @pytest.fixture(scope="module")
 def wrong_file_cases():
     cases = {c.capture: c for c in select_cases(example_cases(WGPU), ["*deliberately*"])}
@@ -423,21 +428,21 @@ def wrong_file_cases():
 def test_a_wrong_file_says_so(wrong_file_cases):
     cases, reference, _ = wrong_file_cases
     eager = _runs(reference)
-    judgement = judge(Evidence(cases[False], eager, {BASE: reference}))
+    judgement = judge(_evidence(cases[False], eager, {BASE: reference}))
     assert judgement.verdicts == {"expected-mismatch"} and judgement.attribution == "eager too"
     assert judgement.message == (
         "eager output differs from the file's expected output on 'output_0': 1/4 elements, "
         "max abs 0.5; the file's expected output disagrees with onnxruntime CPU on 'output_0': "
         "1/4 elements, max abs 0.5"
     )
-    capture = judge(Evidence(cases[True], _runs(reference), {BASE: reference}, eager=Twin(eager)))
+    capture = judge(_evidence(cases[True], _runs(reference), {BASE: reference}, eager=Twin(eager)))
     assert capture.verdicts == {"expected-mismatch"}
     assert capture.message.startswith("eager twin differs from the file's expected output")
 
 
 def test_a_backend_siding_with_the_file_against_onnxruntime_says_so(wrong_file_cases):
     cases, reference, expected = wrong_file_cases
-    judgement = judge(Evidence(cases[False], _runs(expected), {BASE: reference}))
+    judgement = judge(_evidence(cases[False], _runs(expected), {BASE: reference}))
     assert judgement.verdicts == {"reference-mismatch"}
     assert judgement.message.endswith(
         "; the file's expected output disagrees with onnxruntime CPU on 'output_0': 1/4 "
@@ -448,11 +453,11 @@ def test_a_backend_siding_with_the_file_against_onnxruntime_says_so(wrong_file_c
 def test_a_kernel_bug_shows_against_both_and_capture_against_eager(wrong_file_cases):
     cases, reference, _ = wrong_file_cases
     broken = {"output_0": reference["output_0"] * 2}
-    judgement = judge(Evidence(cases[False], _runs(broken), {BASE: reference}))
+    judgement = judge(_evidence(cases[False], _runs(broken), {BASE: reference}))
     assert judgement.verdicts == {"reference-mismatch", "expected-mismatch"}
     assert judgement.verdict == "reference-mismatch"
     capture = judge(
-        Evidence(cases[True], _runs(broken), {BASE: reference}, eager=Twin(_runs(reference)))
+        _evidence(cases[True], _runs(broken), {BASE: reference}, eager=Twin(_runs(reference)))
     )
     assert capture.verdicts == {"capture-mismatch", "expected-mismatch"}
 
@@ -461,7 +466,7 @@ def test_integers_match_the_file_exactly():
     [case] = select_cases(example_cases(WGPU), ["*/Add int32/*/eager"])
     expected = expected_outputs(case.model.op_test)
     off_by_one = {"output_0": expected["output_0"] + np.array([0, 0, 0, 1], np.int32)}
-    judgement = judge(Evidence(case, _runs(off_by_one), {BASE: expected}))
+    judgement = judge(_evidence(case, _runs(off_by_one), {BASE: expected}))
     assert judgement.verdicts == {"expected-mismatch"}, "within ratio 1.00001, but not equal"
     assert judgement.message == (
         "eager output differs from the file's expected output on "
@@ -481,7 +486,7 @@ def test_a_backend_lacking_the_op_is_a_skip_not_a_failure(wrong_file_cases):
         ),
     ]:
         judgement = judge(
-            Evidence(
+            _evidence(
                 cases[True],
                 BackendRun(status=status, message=message),
                 {BASE: reference},
@@ -491,7 +496,7 @@ def test_a_backend_lacking_the_op_is_a_skip_not_a_failure(wrong_file_cases):
         assert judgement.verdicts == {"skipped"}, status
         assert judgement.message == f"backend lacks the operator or type: {status}: {message}"
     other = judge(
-        Evidence(cases[True], BackendRun(status="error", message="device lost"), {BASE: reference})
+        _evidence(cases[True], BackendRun(status="error", message="device lost"), {BASE: reference})
     )
     assert other.verdicts == {"error"}
 

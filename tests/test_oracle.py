@@ -10,8 +10,8 @@ from onnx import TensorProto, helper
 
 from runner import oracle
 from runner.oracle import ReferenceCache, cache_key
+from runner.schedule import BASE
 from runner.workload import Feed, Workload
-from runner.workload.inputs import BASE
 
 
 def _workload(scale: float) -> Workload:

@@ -30,8 +30,9 @@ from runner.backends.wgpu.faults import (
 )
 from runner.backends.wgpu.kernels.matmul import matmul_kernel
 from runner.backends.wgpu.kernels.rows import layer_norm_kernel, softmax_kernel
-from runner.compare import compare_outputs, worst
+from runner.compare import compare_outputs
 from runner.judge import Evidence, Twin, judge
+from runner.measure import worst
 from runner.oracle import compute_reference
 from runner.suite.spec import Layout, Tolerance
 from runner.workload import materialize

@@ -63,22 +63,34 @@ def op_model(
     constants: tuple[str, ...] = (),
     opset: int = 18,
     domain: str = "",
+    outputs: tuple[str, ...] = ("y",),
     **attrs,
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """A one-node model: ``inputs`` in node order; names in ``constants`` become initializers,
-    the others graph inputs (fed with their arrays). An empty name skips an optional input."""
-    feeds = {n: v for n, v in inputs.items() if n and n not in constants}
+    """A one-node model: ``inputs`` in node order; an empty name skips an optional input or
+    output (see ``node_model``)."""
+    node = helper.make_node(op, list(inputs), list(outputs), domain=domain, **attrs)
+    return node_model(node, inputs, constants, opset)
+
+
+def node_model(
+    node: onnx.NodeProto, values: dict[str, np.ndarray], constants: tuple[str, ...], opset: int = 18
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A model of ``node`` alone: names in ``constants`` become initializers, the other
+    ``values`` graph inputs (fed with their arrays); every named output is a graph output."""
+    feeds = {n: v for n, v in values.items() if n and n not in constants}
     graph = helper.make_graph(
-        [helper.make_node(op, list(inputs), ["y"], domain=domain, **attrs)],
-        op.lower(),
+        [node],
+        node.op_type.lower(),
         [
             helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
             for n, v in feeds.items()
         ],
-        [helper.make_empty_tensor_value_info("y")],
-        [numpy_helper.from_array(inputs[n], n) for n in constants],
+        [helper.make_empty_tensor_value_info(n) for n in node.output if n],
+        [numpy_helper.from_array(values[n], n) for n in constants],
     )
-    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    opsets = [helper.make_opsetid("", opset)]
+    if node.domain:
+        opsets.append(helper.make_opsetid(node.domain, 1))
     return helper.make_model(graph, opset_imports=opsets), feeds
 
 
@@ -141,7 +153,7 @@ def test_pow_with_tensor_exponent(backend):
     assert_matches_onnxruntime(backend, model, feeds)
 
 
-@pytest.mark.parametrize("op", ["Sqrt", "Erf", "Tanh", "Relu"])
+@pytest.mark.parametrize("op", ["Sqrt", "Erf", "Tanh", "Relu", "Sigmoid"])
 def test_unary(backend, op):
     x = floats(3, 5, 71, low=0.0, high=30.0) if op == "Sqrt" else floats(3, 5, 71, low=-20, high=20)
     assert_matches_onnxruntime(backend, *op_model(op, {"x": x}))
@@ -587,3 +599,179 @@ def test_a_dispatch_wider_than_one_dimension(backend):
     x = floats(64 * 65535 + 67)
     result = assert_matches_onnxruntime(backend, *op_model("Relu", {"x": x}))
     assert result.trace.dispatches[0].workgroups == (65535, 2, 1)
+
+
+@pytest.mark.parametrize(
+    "op, x, axes, keepdims",
+    [
+        ("ReduceSum", ints(2, 67, low=0, high=2), [1], 0),  # a decoder's attention-mask lengths
+        ("ReduceSum", floats(3, 4, 33), [-1, -2], 1),
+        ("ReduceMax", ints(5, low=-9, high=9).astype(np.int32), None, 0),
+        ("ReduceMax", floats(3, 70), [1], 1),
+    ],
+    ids=["sum-int-mask", "sum-two-axes", "max-all-int32", "max-last"],
+)
+def test_reduce_sum_and_max(backend, op, x, axes, keepdims):
+    inputs = {"x": x} if axes is None else {"x": x, "axes": np.array(axes, np.int64)}
+    model, feeds = op_model(op, inputs, constants=tuple(inputs)[1:], keepdims=keepdims)
+    assert_matches_onnxruntime(backend, model, feeds)
+
+
+def test_simplified_layer_normalization(backend):
+    """onnxruntime's RMS norm, registered in the ONNX domain (as the genai builder writes it)."""
+    inputs = {"x": floats(2, 5, 67, low=-3, high=5), "scale": floats(67)}
+    model, feeds = op_model(
+        "SimplifiedLayerNormalization", inputs, constants=("scale",), axis=-1, epsilon=0.25
+    )
+    assert_matches_onnxruntime(backend, model, feeds)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("outputs", [("y", "", "", "sum"), ("y",)], ids=["with-sum", "last-layer"])
+def test_skip_simplified_layer_normalization(backend, bias, outputs):
+    inputs = {"x": floats(2, 5, 67), "skip": floats(2, 5, 67), "gamma": floats(67)}
+    if bias:
+        inputs["beta"] = floats(67)
+    model, feeds = op_model(
+        "SkipSimplifiedLayerNormalization",
+        inputs,
+        constants=tuple(inputs)[2:],
+        domain="com.microsoft",
+        outputs=outputs,
+        epsilon=1e-6,
+    )
+    result = assert_matches_onnxruntime(backend, model, feeds)
+    assert set(result.outputs) == {n for n in outputs if n}
+
+
+def _rotary_caches(length: int, half: int) -> tuple[np.ndarray, np.ndarray]:
+    angles = np.outer(np.arange(length), 10000.0 ** (-np.arange(half) / half))
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def _gqa_model(
+    batch: int,
+    seq: int,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    past: list[int],
+    length: int,
+    packed: bool,
+    rotary: bool,
+    interleaved: int = 0,
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """One GroupQueryAttention node with caches of ``length`` positions, ``past[b]`` of them
+    filled for batch b (the rest zero, as a generation leaves them: onnxruntime without a shared
+    buffer zeroes present there too), ``total_sequence_length`` a graph input."""
+    feeds = {}
+    if packed:
+        feeds["qkv"] = floats(batch, seq, (heads + 2 * kv_heads) * head_dim, low=-1, high=1)
+        names = ["qkv", "", ""]
+    else:
+        for name, count in (("q", heads), ("k", kv_heads), ("v", kv_heads)):
+            feeds[name] = floats(batch, seq, count * head_dim, low=-1, high=1)
+        names = ["q", "k", "v"]
+    for name in ("past_key", "past_value"):
+        cache = floats(batch, kv_heads, length, head_dim, low=-1, high=1)
+        for b, filled in enumerate(past):
+            cache[b, :, filled:] = 0.0
+        feeds[name] = cache
+    total = max(past) + seq
+    feeds["seqlens_k"] = np.array([p + seq - 1 for p in past], np.int32)
+    feeds["total"] = np.array(total, np.int32)
+    names += ["past_key", "past_value", "seqlens_k", "total"]
+    if rotary:
+        feeds["cos"], feeds["sin"] = _rotary_caches(length, head_dim // 2)
+        names += ["cos", "sin"]
+    node = helper.make_node(
+        "GroupQueryAttention",
+        names,
+        ["y", "present_key", "present_value"],
+        domain="com.microsoft",
+        num_heads=heads,
+        kv_num_heads=kv_heads,
+        do_rotary=int(rotary),
+        rotary_interleaved=interleaved,
+    )
+    return node_model(node, feeds, ("cos", "sin") if rotary else ())
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        dict(batch=1, seq=5, heads=4, kv_heads=2, head_dim=16, past=[0], packed=True, rotary=True),
+        dict(
+            batch=1,
+            seq=1,
+            heads=4,
+            kv_heads=1,
+            head_dim=32,
+            past=[6],
+            packed=True,
+            rotary=True,
+            interleaved=1,
+        ),
+        dict(batch=1, seq=3, heads=2, kv_heads=2, head_dim=16, past=[4], packed=True, rotary=True),
+        dict(
+            batch=2, seq=1, heads=6, kv_heads=3, head_dim=8, past=[3, 7], packed=False, rotary=False
+        ),
+    ],
+    ids=["prefill", "decode-interleaved-mqa", "subsequent-prompt", "decode-unpacked-batch2"],
+)
+def test_group_query_attention(backend, shape):
+    """Output and both present caches against onnxruntime's CPU kernel: the first prompt, a
+    decode step, a later prompt chunk, and two sequences of different lengths in one batch."""
+    model, feeds = _gqa_model(length=12, **shape)
+    assert_matches_onnxruntime(backend, model, feeds)
+
+
+@pytest.mark.parametrize(
+    "bits, depth, zero_points, bias",
+    [(4, 70, False, False), (4, 64, True, True), (8, 45, True, False), (2, 64, False, True)],
+    ids=["4bit-padded-k", "4bit-zero-points-bias", "8bit-zero-points", "2bit-bias"],
+)
+def test_matmul_nbits(backend, bits, depth, zero_points, bias):
+    """Dequantized in the kernel, against onnxruntime's CPU kernel at accuracy_level 0 (float
+    arithmetic there too, so the default tolerance holds). Levels, scales and zero points are
+    random; values pack from the low bits of each byte up, as onnxruntime lays them out."""
+    block, columns, per_byte = 32, 67, 8 // bits
+    blocks = -(-depth // block)
+
+    def packed(levels: np.ndarray) -> np.ndarray:
+        """Rows of levels, ``per_byte`` to a byte, the first in the low bits."""
+        grouped = levels.reshape(len(levels), -1, per_byte) << (bits * np.arange(per_byte))
+        return grouped.sum(axis=2).astype(np.uint8)
+
+    values = {
+        "a": floats(2, 3, depth),
+        "b": packed(RNG.integers(0, 1 << bits, (columns, blocks * block))).reshape(
+            columns, blocks, -1
+        ),
+        "scales": floats(columns * blocks, low=0.01, high=0.1),
+        "zero_points": packed(
+            RNG.integers(0, 1 << bits, (columns, -(-blocks // per_byte) * per_byte))
+        ),
+        "bias": floats(columns),
+    }
+    names = [
+        "a",
+        "b",
+        "scales",
+        "zero_points" if zero_points else "",
+        "",
+        *(["bias"] if bias else []),
+    ]
+    node = helper.make_node(
+        "MatMulNBits",
+        names,
+        ["y"],
+        domain="com.microsoft",
+        K=depth,
+        N=columns,
+        bits=bits,
+        block_size=block,
+        accuracy_level=0,
+    )
+    used = {n: values[n] for n in names if n}
+    assert_matches_onnxruntime(backend, *node_model(node, used, tuple(used)[1:]))

@@ -13,6 +13,7 @@ import onnxruntime as ort
 import pytest
 
 from runner.matrix import Case
+from runner.schedule import BASE
 from runner.suite.spec import (
     BackendTarget,
     EncoderParams,
@@ -25,7 +26,7 @@ from runner.suite.spec import (
 )
 from runner.workload import Feed, input_schedule, materialize
 from runner.workload.encoder import build_encoder
-from runner.workload.inputs import BASE, make_inputs, vary_given
+from runner.workload.inputs import make_inputs, vary_given
 from runner.workload.variants import apply_layout
 
 WGPU_OPS = {

@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.history import CaseResult, RunFolder
-from runner.skips import SKIP_REASONS
 from runner.suite import load_suites
 from runner.suite.spec import Suite
-from runner.verdicts import Outcome
+from runner.verdicts import SKIP_REASONS, Outcome
 
 
 @dataclass

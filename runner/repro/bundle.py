@@ -5,7 +5,8 @@ inputs); ``expected/cpu/`` (onnxruntime CPU, per input likewise), ``expected/eag
 case's eager twin) and ``actual/`` (the case's output), of the last run, from the rerun that
 kept the model; ``sequence/N-LAYOUT/`` for each earlier layout whose capture the
 case needs first. Every tensor is a ``.npy`` (Python) and a raw little-endian ``.bin`` (the
-page). ``repro.json`` lists the sessions in order (``steps``), the tensors, and every file of
+page). ``judge/`` holds the suite's judge for the page to run (``runner.repro.judging``).
+``repro.json`` lists the sessions in order (``steps``), the tensors, and every file of
 the bundle, so that ``--force`` replaces exactly a previous bundle's files.
 """
 
@@ -24,10 +25,10 @@ from runner.errors import InvalidInput
 from runner.history import CaseResult
 from runner.matrix import Case
 from runner.oracle import References
+from runner.repro import judging
+from runner.schedule import BASE
 from runner.suite.spec import mode_name
-from runner.verdicts import VERDICTS
 from runner.workload import Workload
-from runner.workload.inputs import BASE
 
 MANIFEST = "repro.json"
 MAIN = "main"  # the workload of the case itself
@@ -73,6 +74,14 @@ class Writer:
         path.write_bytes(data)
         self.files.append(name)
         return name
+
+    def judge(self) -> list[str]:
+        """The suite's judge, as ``judge/runner/...``: the page of a bundle runs it under Pyodide
+        (``runner.repro.judging``)."""
+        root = Path(judging.__file__).parents[2]  # the folder holding runner/
+        return [
+            self.bytes(f"judge/{name}", (root / name).read_bytes()) for name in judging.PAGE_MODULES
+        ]
 
     def tensors(self, prefix: str, arrays: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
         """Each array as ``PREFIX/NN-NAME.npy`` and ``.bin``; their entries for repro.json."""
@@ -181,6 +190,7 @@ def manifest(
     judged: Mapping[str, int | None],
     recorded: Mapping[str, Any],
     cut: Mapping[str, Any] | None,
+    judge_modules: Sequence[str],
 ) -> dict[str, Any]:
     return {
         "result": result.result_id,
@@ -194,13 +204,13 @@ def manifest(
         "version": result.version,
         "tolerance": {"abs": case.tolerance.abs, "rel": case.tolerance.rel},
         "runs": runs,
-        "verdictOrder": list(VERDICTS),
         "faults": sorted({f for step in session_steps for f in step["faults"]}),
         "workloads": dict(workloads),
         "steps": session_steps,
         "judge": dict(judged),
         "recorded": dict(recorded),
         "cut": dict(cut) if cut else None,
+        "judgeModules": list(judge_modules),
     }
 
 

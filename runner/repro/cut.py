@@ -20,8 +20,8 @@ import onnx
 import onnx.utils
 from onnx import helper
 
+from runner.schedule import BASE, Variant
 from runner.workload import Workload, workload_key
-from runner.workload.inputs import BASE, Variant
 
 
 @dataclass(frozen=True)

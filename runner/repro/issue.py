@@ -18,10 +18,9 @@ from runner.compare import compare
 from runner.history import CaseResult
 from runner.matrix import Case
 from runner.newcase import case_snippet
+from runner.schedule import BASE, Feed
 from runner.suite.spec import Tolerance
 from runner.verdicts import VERDICTS
-from runner.workload import Feed
-from runner.workload.inputs import BASE
 
 # What each verdict looks like from outside, for the title.
 SYMPTOMS = {

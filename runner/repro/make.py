@@ -219,6 +219,7 @@ def _write(made: Bundle, options: ReproOptions) -> tuple[ReproRunner, tuple[str,
         {"anchor": made.anchor.output, "depth": cut.depth, "inputs": list(cut.inputs)}
         if cut
         else None,
+        writer.judge(),
     )
     report = issue.Report(
         result=subject.result,

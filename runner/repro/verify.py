@@ -23,8 +23,8 @@ from runner.matrix import Case
 from runner.oracle import ReferenceCache, References
 from runner.repro.cut import exposed
 from runner.repro.subject import Subject
+from runner.schedule import Variant
 from runner.workload import Workload
-from runner.workload.inputs import Variant
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import Problem
+from runner.measure import Tolerance
 
 
 @dataclass(frozen=True)
@@ -82,14 +83,6 @@ def label_versions(targets: Iterable[BackendTarget]) -> dict[BackendTarget, Back
 
 # ORT-web's own WebGPU op-test thresholds (js/web/test/test-runner.ts): an element passes if
 # within `abs`, or if actual/expected is within 1 + `rel`.
-DEFAULT_ABS = 1e-3
-DEFAULT_REL = 1e-5
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    abs: float = DEFAULT_ABS
-    rel: float = DEFAULT_REL
 
 
 @dataclass(frozen=True)

@@ -19,27 +19,12 @@ import numpy as np
 import onnx
 
 from runner.matrix import Case
+from runner.schedule import BASE, Feed, Variant, input_schedule
 from runner.suite.spec import EncoderParams, InputSpec, Layout
 from runner.workload.encoder import build_encoder
-from runner.workload.inputs import BASE, Variant, make_inputs, vary_given
+from runner.workload.inputs import make_inputs, vary_given
 from runner.workload.optest import case_inputs, expected_outputs, op_test_model
 from runner.workload.variants import apply_layout
-
-
-@dataclass(frozen=True)
-class Feed:
-    """One run of a case: the graph it runs (its gpu_graph_id) and the inputs it gets."""
-
-    graph: int
-    variant: Variant
-
-
-def input_schedule(runs: int, graphs: int = 1) -> tuple[Feed, ...]:
-    """``runs`` rounds of one run per graph, interleaved. Each graph gets new inputs every round
-    but the last, which repeats the one before it: two replays of one input, which the
-    determinism check needs (the first run records, so three runs test both)."""
-    draws = list(range(runs)) if runs < 3 else [*range(runs - 1), runs - 2]
-    return tuple(Feed(graph, (graph, draw)) for draw in draws for graph in range(graphs))
 
 
 @dataclass(frozen=True)

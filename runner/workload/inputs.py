@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from runner.schedule import BASE, Variant
 from runner.suite.spec import InputSpec
 
 SUPPORTED_DTYPES = ("float32", "float16", "int32", "int64", "bool")
@@ -25,11 +26,6 @@ SUPPORTED_DTYPES = ("float32", "float16", "int32", "int64", "bool")
 # `range` when a spec gives none: small signed floats, 0/1 integers (ids, masks).
 DEFAULT_FLOAT_RANGE = (-1.0, 1.0)
 DEFAULT_INT_RANGE = (0, 2)
-
-
-# A run's inputs: (graph, draw). (0, 0) is the case's own inputs, which the oracle caches by.
-Variant = tuple[int, int]
-BASE: Variant = (0, 0)
 
 
 def make_inputs(

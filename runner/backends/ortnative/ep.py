@@ -41,8 +41,8 @@ from runner.backends.ortnative.replays import (
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
 from runner.oracle import compute_reference
-from runner.skips import onnxruntime_lacks
 from runner.suite.spec import BufferModes
+from runner.verdicts import onnxruntime_lacks
 from runner.workload import Workload
 
 WEBGPU_EP = "WebGpuExecutionProvider"

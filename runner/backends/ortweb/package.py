@@ -124,22 +124,29 @@ def package_for(version: str) -> OrtWebPackage:
     the cache first if it is not there; raises EnvironmentUnusable if npm cannot install it."""
     if version.startswith("file:"):
         return OrtWebPackage(Path(version.removeprefix("file:")), version)
-    folder = versions_folder() / version
+    pin = PIN if version == pinned_version() else None
+    return OrtWebPackage(npm_package(PACKAGE, version, versions_folder() / version, pin), version)
+
+
+def npm_package(package: str, version: str, folder: Path, pin: Path | None = None) -> Path:
+    """`package`'s folder, at exactly `version`, installed into `folder` by npm the first time:
+    with ``npm ci`` from `pin` (a folder holding its package.json and lockfile), else with
+    ``npm install``. Raises EnvironmentUnusable if npm cannot install it."""
     if not (folder / ".complete").is_file():
-        _install(version, folder)
-    return OrtWebPackage(folder / "node_modules" / PACKAGE, version)
+        _install(package, version, folder, pin)
+    return folder / "node_modules" / package
 
 
-def _install(version: str, folder: Path) -> None:
+def _install(package: str, version: str, folder: Path, pin: Path | None) -> None:
     staging = make_temporary_folder(folder.parent, f".{version}.")
     try:
-        if version == pinned_version():
+        if pin is not None:
             for name in ("package.json", "package-lock.json"):
-                shutil.copy(PIN / name, staging / name)
+                shutil.copy(pin / name, staging / name)
             npm("ci", "--prefix", str(staging), "--no-audit", "--no-fund", "--ignore-scripts")
         else:
             (staging / "package.json").write_text(
-                json.dumps({"private": True, "dependencies": {PACKAGE: version}})
+                json.dumps({"private": True, "dependencies": {package: version}})
             )
             npm(
                 "install",
@@ -150,10 +157,10 @@ def _install(version: str, folder: Path) -> None:
                 "--ignore-scripts",
                 "--no-package-lock",
             )
-        installed = json.loads((staging / "node_modules" / PACKAGE / "package.json").read_text())
+        installed = json.loads((staging / "node_modules" / package / "package.json").read_text())
         if installed["version"] != version:
             raise EnvironmentUnusable(
-                f"npm installed onnxruntime-web {installed['version']} for {version}"
+                f"npm installed {package} {installed['version']} for {version}"
             )
         (staging / ".complete").touch()
         try:

@@ -1,8 +1,9 @@
 """The ort-web part of a repro bundle: a page that imports the exact onnxruntime-web build and
 version, creates the sessions as the suite did and judges the last one (``assets/repro.mjs``).
 
-By default the page imports the build from the CDN that serves every published npm version;
-``--local`` copies the build's dist/ files in, so the folder runs offline. A bundle made with
+By default the page imports the build, and Pyodide that runs the suite's judge
+(``pyodide.py``), from the CDN that serves every published npm version; ``--local`` copies the
+build's dist/ files and Pyodide's core in, so the folder runs offline. A bundle made with
 ``--with-fault`` carries the suite's fault script (``assets/faults.js``) where a fault lives
 there; ``ep-name-as-string`` lives in the session options (``repro.mjs``).
 """
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runner.backends.base import ReproRequest, ReproRunner
+from runner.backends.ortweb import pyodide
 from runner.backends.ortweb.backend import ASSETS
 from runner.backends.ortweb.package import (
     BUILDS,
@@ -41,7 +43,13 @@ def write_runner(request: ReproRequest) -> ReproRunner:
             shutil.copyfile(path, folder / "dist" / name)
             files.append(f"dist/{name}")
         url = f"./dist/{module}"
+        (folder / "pyodide").mkdir()
+        for name, path in pyodide.core_files().items():
+            shutil.copyfile(path, folder / "pyodide" / name)
+            files.append(f"pyodide/{name}")
+        judge_url = "./pyodide/"
     else:
+        judge_url = pyodide.published_url()
         url = published_url(version, build)
         if url is None:
             raise InvalidInput(
@@ -58,7 +66,9 @@ def write_runner(request: ReproRequest) -> ReproRunner:
         f"const ORT_URL = {json.dumps(url)};\n"
         f"// Faults the suite injected, and the script implementing some of them (else null)\n"
         f"const FAULTS = {json.dumps(sorted(request.faults))};\n"
-        f"const FAULT_SCRIPT = {json.dumps(script)};\n\n"
+        f"const FAULT_SCRIPT = {json.dumps(script)};\n"
+        f"// Pyodide {pyodide.pinned_version()}, which runs the suite's judge (judge/)\n"
+        f"const PYODIDE_URL = {json.dumps(judge_url)};\n\n"
     )
     (folder / "repro.mjs").write_text(header + (ASSETS / "repro.mjs").read_text())
     shutil.copyfile(ASSETS / "repro.html", folder / "index.html")
@@ -71,9 +81,9 @@ def write_runner(request: ReproRequest) -> ReproRunner:
         "`repro.mjs`): `executionProviders: [{name: 'webgpu'}]` and the case's "
         "`freeDimensionOverrides`; a capture session adds `enableGraphCapture: true` and "
         "`preferredOutputLocation: 'gpu-buffer'` and takes its inputs as GPU buffers "
-        "(`Tensor.fromGpuBuffer`). It prints each output's max error against eager and "
-        "onnxruntime CPU, the verdict and PASS or FAIL (also in the console, and as "
-        "`window.reproResult`).",
+        "(`Tensor.fromGpuBuffer`). The suite's own judge, run by Pyodide, prints each "
+        "output's max error against eager and onnxruntime CPU, the verdict and PASS or FAIL "
+        "(also in the console, and as `window.reproResult`).",
     ]
     if request.faults:
         steps.append(
@@ -86,6 +96,7 @@ def write_runner(request: ReproRequest) -> ReproRunner:
         versions=(
             ("onnxruntime-web", version),
             ("build", f"`{module}` ({BUILDS[build].about}), from {url}"),
+            ("judge", f"Pyodide {pyodide.pinned_version()}, from {judge_url}"),
             *_browser(request.environment),
         ),
         product=f"onnxruntime-web {version}, {module}",

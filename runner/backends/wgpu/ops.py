@@ -6,7 +6,9 @@ Squeeze, Unsqueeze, Identity and same-type Casts only relabel a buffer. Anything
 cannot do raises ``UnsupportedOp`` naming the op and why; the case then reports
 ``unsupported-op``. Shape, Constant and any node whose inputs are all constant never get here:
 ``prepare`` folds them on the host (an exported mask's Range, ConstantOfShape and the
-comparisons on them).
+comparisons on them). A launch writes one of the node's outputs (GroupQueryAttention's present
+caches, SkipSimplifiedLayerNormalization's sum) and may read one an earlier launch wrote.
+Planners are registered by domain: contrib ops under com.microsoft, where onnxruntime has them.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 from onnx import TensorProto
 
 from runner.backends.wgpu.kernels import Kernel
+from runner.backends.wgpu.kernels.attention import attention_kernel, cache_write_kernel
 from runner.backends.wgpu.kernels.elementwise import (
     BINARY,
     COMPARE,
@@ -35,7 +38,13 @@ from runner.backends.wgpu.kernels.elementwise import (
 )
 from runner.backends.wgpu.kernels.gather import gather_kernel, gather_values
 from runner.backends.wgpu.kernels.matmul import matmul_kernel, matmul_values
-from runner.backends.wgpu.kernels.rows import layer_norm_kernel, reduce_mean_kernel, softmax_kernel
+from runner.backends.wgpu.kernels.quantized import matmul_nbits_kernel
+from runner.backends.wgpu.kernels.rows import (
+    layer_norm_kernel,
+    reduce_kernel,
+    rms_norm_kernel,
+    softmax_kernel,
+)
 from runner.backends.wgpu.tensors import (
     DEVICE_TYPES,
     DeviceTypeError,
@@ -61,8 +70,16 @@ class Node:
         return UnsupportedOp(self.op_type, self.name, reason)
 
 
-# An operand: a node input by position, or a constant the planner derived (uploaded as a weight).
-Operand = int | np.ndarray
+@dataclass(frozen=True)
+class Result:
+    """An operand: the node's own output ``index``, written by an earlier launch."""
+
+    index: int
+
+
+# An operand: a node input by position, the node's own output, or a constant the planner
+# derived (uploaded as a weight).
+Operand = int | Result | np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,6 +88,7 @@ class Launch:
     operands: tuple[Operand, ...]
     values: Mapping[str, object]  # uniform field values
     invocations: int
+    output: int = 0  # the node output it writes
 
 
 @dataclass(frozen=True)
@@ -81,30 +99,29 @@ class OpPlan:
 
 
 Planner = Callable[[Node, list], OpPlan]
-PLANNERS: dict[str, Planner] = {}
-# Ops also accepted from the com.microsoft domain, with the same semantics.
-MICROSOFT_OPS = frozenset({"Gelu"})
+MICROSOFT = "com.microsoft"
+PLANNERS: dict[tuple[str, str], Planner] = {}  # (domain, op type) -> planner; "" is ONNX's
 
 
-def _op(*names: str) -> Callable[[Planner], Planner]:
+def _op(*names: str, domains: tuple[str, ...] = ("",)) -> Callable[[Planner], Planner]:
     def register(planner: Planner) -> Planner:
-        PLANNERS.update(dict.fromkeys(names, planner))
+        PLANNERS.update({(domain, name): planner for domain in domains for name in names})
         return planner
 
     return register
 
 
 def plan_node(node: Node, domain: str, ins: list[Tensor | None]) -> OpPlan:
-    microsoft = domain == "com.microsoft" and node.op_type in MICROSOFT_OPS
-    if not (domain in ("", "ai.onnx") or microsoft) or node.op_type not in PLANNERS:
+    key = ("" if domain == "ai.onnx" else domain, node.op_type)
+    if key not in PLANNERS:
         raise node.unsupported(f"no WGSL kernel for {domain + '.' if domain else ''}{node.op_type}")
     try:
-        return PLANNERS[node.op_type](node, ins)
+        return PLANNERS[key](node, ins)
     except DeviceTypeError as error:
         raise node.unsupported(str(error)) from None
 
 
-def _operand_tensor(ins: list, operand: Operand) -> Tensor:
+def _operand_tensor(ins: list, operand: int | np.ndarray) -> Tensor:
     return ins[operand] if isinstance(operand, int) else host_tensor(operand)
 
 
@@ -132,8 +149,21 @@ def _require_same_type(node: Node, *tensors: Tensor) -> None:
 
 
 def _elementwise(
-    node: Node, ins: list, operands: Sequence[Operand], expression: str, dtype: int
+    node: Node, ins: list, operands: Sequence[int | np.ndarray], expression: str, dtype: int
 ) -> OpPlan:
+    out, launch = _map(node, ins, operands, expression, dtype)
+    return OpPlan((out,), (launch,))
+
+
+def _map(
+    node: Node,
+    ins: list,
+    operands: Sequence[int | np.ndarray],
+    expression: str,
+    dtype: int,
+    output: int = 0,
+) -> tuple[Tensor, Launch]:
+    """``expression`` of the operands, broadcast, as a launch writing node output ``output``."""
     tensors = [_operand_tensor(ins, o) for o in operands]
     shape = tuple(np.broadcast_shapes(*(t.shape for t in tensors)))
     rank = len(shape)
@@ -146,7 +176,7 @@ def _elementwise(
         [(broadcast_strides(t.shape, rank), 0) for t in tensors],
     )
     out = Tensor(shape, dtype)
-    return OpPlan((out,), (Launch(kernel, tuple(operands), values, out.size),))
+    return out, Launch(kernel, tuple(operands), values, out.size, output)
 
 
 def _copy(
@@ -167,13 +197,13 @@ def _alias(x: Tensor, shape: Sequence[int], dtype: int | None = None) -> OpPlan:
     return OpPlan((Tensor(tuple(int(d) for d in shape), dtype or x.dtype),), alias=0)
 
 
-@_op("Sqrt", "Erf", "Tanh", "Relu")
+@_op("Sqrt", "Erf", "Tanh", "Relu", "Sigmoid")
 def _unary(node: Node, ins: list) -> OpPlan:
     _require_float(node, ins[0])
     return _elementwise(node, ins, [0], UNARY_F32[node.op_type], TensorProto.FLOAT)
 
 
-@_op("Gelu")
+@_op("Gelu", domains=("", MICROSOFT))
 def _gelu(node: Node, ins: list) -> OpPlan:
     _require_float(node, ins[0])
     expression = UNARY_F32["GeluTanh" if node.attr("approximate") == "tanh" else "Gelu"]
@@ -463,11 +493,16 @@ def _per_column(node: Node, t: Tensor, normalized: Sequence[int], position: int)
     return np.broadcast_to(t.value, tuple(normalized)).astype(np.float32)
 
 
-@_op("ReduceMean")
-def _reduce_mean(node: Node, ins: list) -> OpPlan:
+# Reduction -> the opset from which its axes come as an input rather than an attribute.
+_AXES_INPUT_SINCE = {"ReduceSum": 13, "ReduceMean": 18, "ReduceMax": 18}
+
+
+@_op(*_AXES_INPUT_SINCE)
+def _reduce(node: Node, ins: list) -> OpPlan:
     x = ins[0]
-    _require_float(node, x)
-    rank, axes = len(x.shape), _axes(node, ins, 18)
+    if node.op_type == "ReduceMean":
+        _require_float(node, x)
+    rank, axes = len(x.shape), _axes(node, ins, _AXES_INPUT_SINCE[node.op_type])
     if not axes:
         if node.attr("noop_with_empty_axes", 0):
             return _alias(x, x.shape)
@@ -478,5 +513,162 @@ def _reduce_mean(node: Node, ins: list) -> OpPlan:
     rows, cols = _rows(x.shape, axes[0])
     keep = node.attr("keepdims", 1)
     shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes)
-    values = {"rows": rows, "cols": cols}
-    return OpPlan((Tensor(shape, x.dtype),), (Launch(reduce_mean_kernel(), (0,), values, rows),))
+    launch = Launch(
+        reduce_kernel(node.op_type, x.device_type), (0,), {"rows": rows, "cols": cols}, rows
+    )
+    return OpPlan((Tensor(shape, x.dtype),), (launch,))
+
+
+@_op("SimplifiedLayerNormalization")
+def _simplified_layer_norm(node: Node, ins: list) -> OpPlan:
+    """onnxruntime's RMS norm (registered in the ONNX domain): x / sqrt(mean(x^2) + eps) * scale
+    over the axes from ``axis`` on."""
+    x = ins[0]
+    _require_float(node, x, ins[1])
+    if any(node.outputs[1:]):
+        raise node.unsupported("the inv_std_var output is not implemented")
+    axis = _axis(int(node.attr("axis", -1)), len(x.shape))
+    rows, cols = _rows(x.shape, axis)
+    gamma = _per_column(node, ins[1], x.shape[axis:], 1)
+    values = {"rows": rows, "cols": cols, "eps": float(node.attr("epsilon", 1e-5))}
+    launch = Launch(rms_norm_kernel(skip=False, bias=False), (0, gamma), values, rows)
+    return OpPlan((Tensor(x.shape, x.dtype),), (launch,))
+
+
+@_op("SkipSimplifiedLayerNormalization", domains=(MICROSOFT,))
+def _skip_simplified_layer_norm(node: Node, ins: list) -> OpPlan:
+    """The RMS norm of input + skip (+ bias) over the last axis (output 0), and that sum
+    (output 3, what the next layer adds to)."""
+    x, skip = ins[0], ins[1]
+    bias = ins[3] if len(ins) > 3 else None
+    _require_float(node, *(t for t in ins if t is not None))
+    if tuple(skip.shape) != tuple(x.shape):
+        raise node.unsupported(f"a skip of shape {skip.shape} for an input of {x.shape}")
+    outputs = (*node.outputs, "", "", "")[:4]
+    if outputs[1] or outputs[2]:
+        raise node.unsupported("the mean and inv_std_var outputs are not implemented")
+    rows, cols = _rows(x.shape, len(x.shape) - 1)
+    per_column = [_per_column(node, ins[p], x.shape[-1:], p) for p in (2, 3)[: 1 + bool(bias)]]
+    values = {"rows": rows, "cols": cols, "eps": float(node.attr("epsilon", 1e-5))}
+    kernel = rms_norm_kernel(skip=True, bias=bias is not None)
+    launches = [Launch(kernel, (0, 1, *per_column), values, rows)]
+    out = Tensor(x.shape, x.dtype)
+    if outputs[3]:
+        addends = [0, 1, *([3] if bias is not None else [])]
+        expression = " + ".join("abc"[: len(addends)])
+        launches.append(_map(node, ins, addends, expression, x.dtype, output=3)[1])
+    return OpPlan((out, out, out, out)[: len(node.outputs)], tuple(launches))
+
+
+@_op("GroupQueryAttention", domains=(MICROSOFT,))
+def _group_query_attention(node: Node, ins: list) -> OpPlan:
+    """As onnxruntime's CPU kernel, in its shared-buffer form: past and present caches of one
+    max length, present = past with the step's keys and values written at their positions."""
+    query, key, value, past_key, past_value, seqlens_k, total = (*ins, *[None] * 7)[:7]
+    cos, sin = (*ins[7:9], None, None)[:2]
+    if any(t is not None for t in ins[9:]):
+        raise node.unsupported("position_ids, attention_bias and head_sink are not implemented")
+    if past_key is None or past_value is None or len(node.outputs) < 3 or not all(node.outputs):
+        raise node.unsupported("only the form with past and present key/value is implemented")
+    for attribute, default in (("local_window_size", -1), ("softcap", 0.0), ("smooth_softmax", 0)):
+        if node.attr(attribute, default) != default:
+            raise node.unsupported(f"{attribute}={node.attr(attribute)} is not implemented")
+    _require_float(node, *(t for t in (query, key, value, past_key, past_value) if t is not None))
+    heads, kv_heads = int(node.attr("num_heads")), int(node.attr("kv_num_heads"))
+    batch, seq, row = query.shape
+    packed = key is None
+    head_dim = row // (heads + 2 * kv_heads) if packed else row // heads
+    length = past_key.shape[2]
+    rotary = bool(node.attr("do_rotary", 0))
+    if rotary and (cos is None or sin is None):
+        raise node.unsupported("do_rotary needs cos_cache and sin_cache")
+    geometry = [kv_heads, length]
+    sources = (  # (operand, row stride, offset) of Q, K, V
+        [(0, row, 0), (0, row, heads * head_dim), (0, row, (heads + kv_heads) * head_dim)]
+        if packed
+        else [(0, row, 0), (1, key.shape[2], 0), (2, value.shape[2], 0)]
+    )
+    rotation = [cos.shape[1] if rotary else 0, int(node.attr("rotary_interleaved", 0)), 0, 0]
+    caches = (7, 8) if rotary else ()
+    present = Tensor((batch, kv_heads, length, head_dim), past_key.dtype)
+    launches = []
+    for output, (source, stride, offset), past in ((1, sources[1], 3), (2, sources[2], 4)):
+        rotates = rotary and output == 1
+        values = {
+            "size": present.size,
+            "head_dim": head_dim,
+            "seq": seq,
+            "strides": [*geometry, stride, offset, *(rotation if rotates else [0] * 4)],
+        }
+        operands = (source, *(caches if rotates else ()), 5, 6, past)
+        kernel = cache_write_kernel(rotates)
+        launches.append(Launch(kernel, operands, values, present.size, output))
+    scale = float(node.attr("scale", 0.0)) or 1.0 / float(np.sqrt(head_dim))
+    rows = batch * seq * heads
+    values = {
+        "rows": rows,
+        "heads": heads,
+        "head_dim": head_dim,
+        "seq": seq,
+        "scale": scale,
+        "strides": [*geometry, *sources[0][1:], *rotation],
+    }
+    operands = (0, *caches, 5, 6, Result(1), Result(2))
+    launches.append(Launch(attention_kernel(rotary), operands, values, rows))
+    output = Tensor((batch, seq, heads * head_dim), query.dtype)
+    return OpPlan((output, present, present), tuple(launches))
+
+
+@_op("MatMulNBits", domains=(MICROSOFT,))
+def _matmul_nbits(node: Node, ins: list) -> OpPlan:
+    a, weights, scales = ins[0], ins[1], ins[2]
+    zero_points = ins[3] if len(ins) > 3 else None
+    bias = ins[5] if len(ins) > 5 else None
+    if len(ins) > 4 and ins[4] is not None:
+        raise node.unsupported("g_idx is not implemented")
+    _require_float(node, a)
+    bits, block = int(node.attr("bits", 4)), int(node.attr("block_size"))
+    depth, columns = int(node.attr("K")), int(node.attr("N"))
+    if bits not in (2, 4, 8):
+        raise node.unsupported(f"bits={bits}: only 2, 4 and 8 are implemented")
+    if weights.value is None or scales.value is None:
+        raise node.unsupported("B and scales must be constant")
+    blocks = -(-depth // block)
+    packed = np.frombuffer(weights.value.astype(np.uint8).tobytes(), np.uint8)
+    words = np.zeros(-(-packed.size // 4) * 4, np.uint8)
+    words[: packed.size] = packed
+    operands: list[Operand] = [
+        0,
+        words.view("<i4").astype(np.int32),
+        scales.value.astype(np.float32).reshape(-1),
+        _zero_points(node, zero_points, columns * blocks, bits),
+    ]
+    if bias is not None:
+        operands.append(5)
+    rows = a.size // depth
+    out = Tensor((*a.shape[:-1], columns), TensorProto.FLOAT)
+    values = {
+        "size": out.size,
+        "rows": rows,
+        "cols": columns,
+        "strides": [depth, blocks, block, bits],
+    }
+    launch = Launch(matmul_nbits_kernel(bias is not None), tuple(operands), values, out.size)
+    return OpPlan((out,), (launch,))
+
+
+def _zero_points(node: Node, zero_points: Tensor | None, groups: int, bits: int) -> np.ndarray:
+    """One f32 zero point per (column, block): 2^(bits-1) when absent, else unpacked from the
+    uint8 input ([N, ceil(blocks * bits / 8)], low bits first) or taken from a float one."""
+    if zero_points is None:
+        return np.full(groups, 2.0 ** (bits - 1), np.float32)
+    if zero_points.value is None:
+        raise node.unsupported("zero_points must be constant")
+    value = zero_points.value
+    if value.dtype != np.uint8:
+        return value.astype(np.float32).reshape(-1)
+    columns = value.shape[0]
+    per_column = groups // columns
+    levels = np.unpackbits(value.reshape(columns, -1, 1), axis=2, bitorder="little")
+    levels = levels.reshape(columns, -1, bits)[:, :per_column]
+    return (levels * (1 << np.arange(bits))).sum(axis=2).astype(np.float32).reshape(-1)

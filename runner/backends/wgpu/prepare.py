@@ -23,7 +23,7 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from runner.backends.wgpu.kernels import Kernel, Program, compose, workgroups
-from runner.backends.wgpu.ops import Node, OpPlan, plan_node
+from runner.backends.wgpu.ops import Node, OpPlan, Result, plan_node
 from runner.backends.wgpu.tensors import Tensor, host_tensor
 
 
@@ -136,21 +136,24 @@ class _Planner:
         return self.storage[name]
 
     def _place(self, view: Node, node: onnx.NodeProto, plan: OpPlan) -> None:
-        out = node.output[0]
         self.known.update(zip(node.output, plan.outputs, strict=False))
         if plan.alias is not None:
-            self.storage[out] = self._buffer(node.input[plan.alias])
+            self.storage[node.output[0]] = self._buffer(node.input[plan.alias])
             return
-        self.storage[out] = out
+        self.storage[node.output[0]] = node.output[0]  # launches or not (all-empty Concat)
         for k, launch in enumerate(plan.launches):
             operands = []
             for j, operand in enumerate(launch.operands):
                 if isinstance(operand, int):
                     operands.append(self._buffer(node.input[operand]))
+                elif isinstance(operand, Result):
+                    operands.append(self.storage[node.output[operand.index]])
                 else:  # a constant the planner derived: a weight of its own
                     derived = f"{view.name}:const{k}.{j}"
                     self.known[derived] = host_tensor(operand)
                     operands.append(self._buffer(derived))
+            out = node.output[launch.output]
+            self.storage[out] = out
             program = compose(self.edit(launch.kernel), self.order)
             step = Step(view.name, program, tuple(operands), out, launch.values, launch.invocations)
             self.producer[out] = len(self.steps)

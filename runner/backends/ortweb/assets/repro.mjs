@@ -1,12 +1,10 @@
 // Reproduces one failing result with onnxruntime-web alone. repro.json lists the sessions to
 // create, in the order the suite created them ("steps"), and each model with its inputs and
-// onnxruntime CPU's outputs ("workloads"); the last step is the one judged, as the suite judges
-// it: every run against eager's run of the same inputs and against onnxruntime CPU, against
-// earlier layouts' outputs, against earlier runs' inputs (a stale input) and other graphs' (a
-// wrong graph), replays against each other, and whether replays still create bind groups or
-// write uniforms. Each run gets the inputs its workload's `schedule` names, in the GPU buffers
-// the step's `buffers` say (the same ones rewritten, or a new one every run), on the graph
-// (gpu_graph_id) it names when the step records several.
+// onnxruntime CPU's outputs ("workloads"). Each run gets the inputs its workload's `schedule`
+// names, in the GPU buffers the step's `buffers` say (the same ones rewritten, or a new one
+// every run), on the graph (gpu_graph_id) it names when the step records several. The last
+// step is judged by the suite's own judge, in Python: Pyodide runs the bundle's judge/
+// (runner/repro/judging.py), which asks this script to compare tensors (`compareOutputs`).
 // Serve the folder (python3 -m http.server) and open index.html; ?faults=off runs the same
 // steps without the injected fault(s) a --with-fault bundle carries.
 
@@ -45,8 +43,6 @@ const say = (text) => {
   document.getElementById('log').textContent = lines.join('\n');
 };
 
-// The suite's verdicts, most specific first (repro.json): the first that applies headlines.
-let verdictOrder = ['error'];
 const faultsOn = FAULTS.length > 0 && new URLSearchParams(location.search).get('faults') !== 'off';
 
 // WebGPU calls counted per run: a replay that creates bind groups or writes uniforms did not
@@ -104,16 +100,17 @@ const float16 = (bits) => {
 const numbers = (tensor) => Array.from(tensor.data, tensor.type === 'float16' ? float16 : Number);
 const sameDims = (a, b) => a.length === b.length && a.every((d, i) => Number(d) === Number(b[i]));
 
-/** The suite's rule (ORT-web's op-test rule): within `abs`, or a same-sign ratio within rel. */
+/** The suite's rule (ORT-web's op-test rule, runner/compare.py): within `abs`, or a same-sign
+ * ratio within `rel`. Errors are JSON: null stands for an infinite one. */
 const compare = (actual, expected, tolerance) => {
   const total = expected.data.length;
   if (!actual || !sameDims(actual.dims, expected.dims)) {
-    return {ok: false, maxAbs: Infinity, mismatched: total, total};
+    const dims = (tensor) => (tensor ? tensor.dims.map(Number) : []);
+    return {maxAbs: null, maxRel: null, mismatched: total, total, shapes: [dims(actual), dims(expected)]};
   }
   const a = numbers(actual);
   const e = numbers(expected);
-  let maxAbs = 0;
-  let mismatched = 0;
+  let [maxAbs, maxRel, mismatched] = [0, 0, 0];
   for (let i = 0; i < total; i++) {
     const same = a[i] === e[i] || (Number.isNaN(a[i]) && Number.isNaN(e[i]));
     const finite = Number.isFinite(a[i]) && Number.isFinite(e[i]);
@@ -121,29 +118,30 @@ const compare = (actual, expected, tolerance) => {
     const big = Math.max(Math.abs(a[i]), Math.abs(e[i]));
     const small = Math.min(Math.abs(a[i]), Math.abs(e[i]));
     const ratio = same ? 1 : finite && a[i] * e[i] > 0 ? big / small : Infinity;
+    const rel = same ? 0 : finite && e[i] !== 0 ? diff / Math.abs(e[i]) : diff > 0 ? Infinity : 0;
     if (!(same || diff <= tolerance.abs || ratio <= 1 + tolerance.rel)) {
       mismatched++;
     }
     maxAbs = Math.max(maxAbs, diff);
+    maxRel = Math.max(maxRel, rel);
   }
-  return {ok: mismatched === 0, maxAbs, mismatched, total};
+  const json = (value) => (Number.isFinite(value) ? value : null);
+  return {maxAbs: json(maxAbs), maxRel: json(maxRel), mismatched, total, shapes: null};
 };
 
-/** Each expected output compared; the worst max abs and whether all are within tolerance. */
-const compareAll = (actual, expected, tolerance) => {
-  const each = Object.fromEntries(
-    Object.entries(expected).map(([name, want]) => [name, compare(actual[name], want, tolerance)]),
-  );
-  const values = Object.values(each);
-  return {each, ok: values.every((c) => c.ok), worst: Math.max(0, ...values.map((c) => c.maxAbs))};
-};
+const INTEGER = /int|bool/;
 
-const identical = (a, b) =>
-  Object.keys(a).every((name) => {
-    const x = numbers(a[name]);
-    const y = numbers(b[name]);
-    return x.length === y.length && x.every((v, i) => Object.is(v, y[i]) || v === y[i]);
-  });
+/** Each expected output compared (`exactIntegers`: integer outputs exactly). */
+const compareOutputs = (actual, expected, tolerance, exactIntegers) => Object.fromEntries(
+  Object.entries(expected).map(([name, want]) => [name, compare(actual[name], want,
+    exactIntegers && INTEGER.test(want.type) ? {abs: 0, rel: 0} : tolerance)]));
+
+/** The first output of `a` that `b` does not equal bit for bit, or null. */
+const firstDifference = (a, b) => Object.keys(a).find((name) => {
+  const x = numbers(a[name]);
+  const y = b[name] ? numbers(b[name]) : [];
+  return x.length !== y.length || !x.every((v, i) => Object.is(v, y[i]) || v === y[i]);
+}) ?? null;
 
 const byteLength = (spec) =>
   spec.dims.reduce((a, b) => a * b, 1) * TYPED_ARRAYS[spec.type].BYTES_PER_ELEMENT;
@@ -303,150 +301,41 @@ const runStep = async (ort, manifest, step, index, sessions) => {
   }
 };
 
-const fmt = (value) => (Number.isFinite(value) ? value.toPrecision(3) : String(value));
+const tensorsOf = async (entries) => Object.fromEntries(
+  await Promise.all(entries.map(async (spec) => [spec.name, await tensorFile(spec)])));
 
-/** Each output within tolerance of `expected`, or, when not, ten times closer to it than
- * `own` is (the suite's "fits better"): the error, or null. */
-const fitsBetter = (outputs, expected, ownError, tolerance) => {
-  const other = compareAll(outputs, expected, tolerance);
-  return other.ok || other.worst < ownError / 10 ? other.worst : null;
-};
-
-/** The suite's detectors on the judged step; every verdict that applies, with its reason. */
-const judge = async (manifest, results) => {
-  const tolerance = manifest.tolerance;
-  const step = manifest.steps[manifest.judge.step];
-  const run = results[manifest.judge.step];
-  if (run.status !== 'ok') {
-    return [[run.status, run.message]];
+/** The suite's judge on the steps' results: Pyodide runs the bundle's judge/ (its Python
+ * files, runner/repro/judging.py's `judge_page`), which holds every tensor as an index into
+ * `table` and asks `compareOutputs` and `firstDifference` about them. */
+const judgeSteps = async (manifest, results) => {
+  const {loadPyodide} = await import(`${PYODIDE_URL}pyodide.mjs`);
+  const pyodide = await loadPyodide({indexURL: new URL(PYODIDE_URL, location.href).href});
+  for (const path of manifest.judgeModules) {
+    const target = `/bundle/${path}`;
+    pyodide.FS.mkdirTree(target.slice(0, target.lastIndexOf('/')));
+    pyodide.FS.writeFile(target, new Uint8Array(await bytes(path)));
   }
-  const found = [];
-  const capture = step.mode === 'capture';
-  const workload = manifest.workloads[step.workload];
-  const schedule = workload.schedule;
-  const several = new Set(schedule.map(([, v]) => v)).size > 1;
-  const which = (i) => (several ? ` (run ${i + 1})` : '');
-  const cpuOf = async (entry, v) => Object.fromEntries(await Promise.all(
-    entry.variants[v].cpu.map(async (spec) => [spec.name, await tensorFile(spec)])));
-  const cpu = await Promise.all(workload.variants.map((_, v) => cpuOf(workload, v)));
-  const eagerRun = capture ? results[manifest.judge.eager] : run;
-  const eagerOk = Boolean(eagerRun && eagerRun.status === 'ok');
-  // eager's output for variant v: its first run of those inputs
-  const eagerOf = (v) => (eagerOk ? eagerRun.runs[schedule.findIndex(([, w]) => w === v)] : null);
-  const expectedOf = (v) => eagerOf(v) || cpu[v];
-  const lastV = schedule[schedule.length - 1][1];
-  const last = run.runs[run.runs.length - 1];
-
-  const vsCpu = compareAll(last, cpu[lastV], tolerance);
-  for (const [name, c] of Object.entries(vsCpu.each)) {
-    say(`output '${name}': ${step.mode}${which(run.runs.length - 1)} against onnxruntime CPU: ` +
-        `max abs ${fmt(c.maxAbs)}, ${c.mismatched}/${c.total} outside tolerance`);
-  }
-  if (eagerOk) { // every input's first eager run against onnxruntime CPU
-    const bad = workload.variants.map((_, v) => [v, compareAll(eagerOf(v), cpu[v], tolerance)])
-      .filter(([, c]) => !c.ok).sort((a, b) => b[1].worst - a[1].worst);
-    if (bad.length) {
-      const [v, c] = bad[0];
-      const at = schedule.findIndex(([, w]) => w === v);
-      found.push(['reference-mismatch', `eager${which(at)} differs from onnxruntime CPU: max abs ${fmt(c.worst)}`]);
+  pyodide.runPython("import sys; sys.path.insert(0, '/bundle/judge')");
+  const table = [];
+  const hold = (outputs) => table.push(outputs) - 1;
+  const references = {};
+  for (const [name, workload] of Object.entries(manifest.workloads)) {
+    references[name] = [];
+    for (const variant of workload.variants) {
+      references[name].push(hold(await tensorsOf(variant.cpu)));
     }
   }
-  if (capture) {
-    const against = eagerOk ? 'eager' : 'onnxruntime CPU';
-    const each = run.runs.map((outputs, i) => compareAll(outputs, expectedOf(schedule[i][1]), tolerance));
-    each.forEach((c, i) => say(`run ${i + 1}${step.graphs > 1 ? ` (graph ${schedule[i][0]})` : ''}: ` +
-      `capture against ${against}: max abs ${fmt(c.worst)}${c.ok ? '' : ', outside tolerance'}`));
-    const worstRun = each.map((c, i) => [c, i]).filter(([c]) => !c.ok).sort((a, b) => b[0].worst - a[0].worst)[0];
-    if (worstRun) {
-      const [c, i] = worstRun;
-      found.push(['capture-mismatch', `capture differs from ${against}` +
-        `${run.runs.length > 1 ? ` in run ${i + 1} of ${run.runs.length}` : ''}: max abs ${fmt(c.worst)}`]);
-    }
-    // An earlier layout's outputs explain the last run's better than its own: a stale replay.
-    const earlier = [...new Set(manifest.steps
-      .slice(0, manifest.judge.step)
-      .filter((s) => s.mode === 'capture' && s.workload !== step.workload)
-      .map((s) => s.workload))];
-    if (!vsCpu.ok) {
-      const fits = [];
-      const [graph, draw] = [workload.variants[lastV].graph, workload.variants[lastV].draw];
-      for (const [order, name] of earlier.entries()) {
-        const other = manifest.workloads[name];
-        const v = other.variants.findIndex((x) => x.graph === graph && x.draw === draw);
-        const error = v < 0 ? null : fitsBetter(last, await cpuOf(other, v), vsCpu.worst, tolerance);
-        if (error !== null) {
-          fits.push([error, order, other.layout]);
-        }
-      }
-      fits.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-      if (fits.length) {
-        const [error, , layout] = fits[0];
-        found.push(['stale-layout', `capture matches layout '${layout}''s onnxruntime CPU ` +
-          `output (max abs ${fmt(error)}) better than its own (max abs ${fmt(vsCpu.worst)})`]);
-      }
-    }
-    // A replay whose output is an earlier run's inputs' output: of the same graph (a stale
-    // input), or of another graph (a wrong graph).
-    const crossed = (sameGraph) => {
-      for (const [i, outputs] of run.runs.entries()) {
-        const [graph, v] = schedule[i];
-        if (each[i].ok) {
-          continue;
-        }
-        const fits = [];
-        for (const [j, [otherGraph, w]] of schedule.slice(0, i).entries()) {
-          if (w !== v && (otherGraph === graph) === sameGraph) {
-            const error = fitsBetter(outputs, expectedOf(w), each[i].worst, tolerance);
-            if (error !== null) {
-              fits.push([error, j, otherGraph]);
-            }
-          }
-        }
-        fits.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-        if (fits.length) {
-          return [i, graph, ...fits[0]];
-        }
-      }
-      return null;
-    };
-    const wrongGraph = crossed(false);
-    if (wrongGraph) {
-      const [i, graph, error, j, other] = wrongGraph;
-      found.push(['wrong-graph', `run ${i + 1} (graph ${graph}) returned graph ${other}'s result: ` +
-        `it matches the output for run ${j + 1}'s inputs (max abs ${fmt(error)}) better than its own`]);
-    }
-    const staleInput = crossed(true);
-    if (staleInput) {
-      const [i, graph, error, j] = staleInput;
-      found.push(['stale-input', `run ${i + 1}${step.graphs > 1 ? ` (graph ${graph})` : ''} ` +
-        `returned the output for run ${j + 1}'s inputs (max abs ${fmt(error)}) rather than for its own`]);
-    }
-    if (run.runs.length >= 2 && (run.replays.bindGroups || run.replays.uniformWrites)) {
-      found.push(['capture-not-engaged', `replays created ${run.replays.bindGroups} bind ` +
-        `groups and wrote uniforms ${run.replays.uniformWrites} times`]);
-    }
-  }
-  // Runs of the same inputs agree bit for bit; under capture, replays only.
-  const recording = new Set(capture ? schedule.map(([graph]) => graph) : []);
-  const first = new Map();
-  for (const [i, outputs] of run.runs.entries()) {
-    const [graph, v] = schedule[i];
-    if (recording.delete(graph)) {
-      continue;
-    }
-    if (!first.has(v)) {
-      first.set(v, [i, outputs]);
-    } else if (!identical(first.get(v)[1], outputs)) {
-      found.push(['nondeterministic', `run ${i + 1} of the same input gave other outputs than run ${first.get(v)[0] + 1}`]);
-      break;
-    }
-  }
-  return found;
+  const reported = results.map((r) => (r.status === 'ok' ? {...r, runs: r.runs.map(hold)} : r));
+  const judgePage = pyodide.pyimport('runner.repro.judging').judge_page;
+  return JSON.parse(judgePage(
+    JSON.stringify(manifest), JSON.stringify(reported), JSON.stringify(references),
+    (a, b, abs, rel, exact) => JSON.stringify(compareOutputs(table[a], table[b], {abs, rel}, exact)),
+    (a, b) => firstDifference(table[a], table[b])));
 };
 
 const main = async () => {
   if (typeof GPUDevice === 'undefined' || !navigator.gpu) {
-    return {verdicts: ['error'], message: 'this browser offers no WebGPU (navigator.gpu)'};
+    return failure('this browser offers no WebGPU (navigator.gpu)');
   }
   installCounters();
   if (faultsOn && FAULT_SCRIPT) {
@@ -454,7 +343,6 @@ const main = async () => {
     await import(FAULT_SCRIPT);
   }
   const manifest = await (await fetch('repro.json')).json();
-  verdictOrder = manifest.verdictOrder;
   const [ort, adapter] = await Promise.all([import(ORT_URL), navigator.gpu.requestAdapter()]);
   ort.env.wasm.numThreads = 1; // threads need cross-origin isolation; WebGPU does the work
   ort.env.logLevel = 'error';
@@ -470,30 +358,20 @@ const main = async () => {
   for (const [index, step] of manifest.steps.entries()) {
     results[index] = await runStep(ort, manifest, step, index, sessions);
   }
-  const found = await judge(manifest, results);
-  const verdicts = found.map(([verdict]) => verdict);
-  for (const [verdict, why] of found) {
-    say(`${verdict}: ${why}`);
-  }
-  return {verdicts, message: found.map(([, why]) => why).join('; ')};
+  return await judgeSteps(manifest, results);
 };
 
-/** Shows the headline verdict (PASS when none applies), also as `window.reproResult`. */
-const finish = ({verdicts, message}) => {
-  const verdict = verdictOrder.find((v) => verdicts.includes(v)) || 'pass';
-  if (verdict === 'error') {
-    say(`error: ${message}`);
-  }
-  document.title = verdict === 'pass' ? 'PASS' : `FAIL: ${verdict}`;
-  say(document.title);
-  const faults = faultsOn ? FAULTS : [];
-  const unique = [...new Set(verdicts)].sort();
-  window.reproResult = {verdict, verdicts: unique, message, faults, lines};
+/** Shows the judge's lines, the last PASS or FAIL (the title too); `window.reproResult`. */
+const finish = ({verdict, verdicts, message, lines: judged}) => {
+  judged.forEach(say);
+  document.title = judged[judged.length - 1];
+  window.reproResult = {verdict, verdicts, message, faults: faultsOn ? FAULTS : [], lines};
 };
 
-const failure = (error) => ({
-  verdicts: ['error'],
-  message: String(error && error.message ? error.message : error),
-});
+/** The page itself failed (no WebGPU, a fetch, Pyodide): the verdict is `error`. */
+const failure = (error) => {
+  const message = String(error && error.message ? error.message : error);
+  return {verdict: 'error', verdicts: ['error'], message, lines: [`error: ${message}`, 'FAIL: error']};
+};
 
 main().catch(failure).then(finish);

@@ -46,6 +46,7 @@ UNARY_F32 = {
     "Erf": "erf_approx(a)",
     "Tanh": "tanh_safe(a)",
     "Relu": "max(a, 0.0)",
+    "Sigmoid": "1.0 / (1.0 + exp(-a))",
     "Gelu": "0.5 * a * (1.0 + erf_approx(a * 0.70710678118654752))",
     "GeluTanh": "0.5 * a * (1.0 + tanh_safe(0.7978845608028654 * (a + 0.044715 * a * a * a)))",
 }

@@ -1,7 +1,8 @@
 """Row kernels: one invocation per row of ``cols`` contiguous elements (``rows`` of them).
 
-Softmax, LayerNormalization and ReduceMean over trailing axes all reduce along contiguous
-rows; a row per invocation keeps them simple and exact enough (two-pass mean and variance).
+Softmax, LayerNormalization, the RMS norms (SimplifiedLayerNormalization and its Skip form)
+and the reductions over trailing axes all reduce along contiguous rows; a row per invocation
+keeps them simple and exact enough (two-pass mean and variance).
 """
 
 from __future__ import annotations
@@ -44,12 +45,51 @@ _LAYER_NORM = (
 )
 
 
+# The RMS norm of a row of {value}s: x / sqrt(mean(x^2) + eps) * gamma (in{gamma}).
+_RMS_NORM = """  let base = index * params.cols;
+  var squares = 0.0;
+  for (var j = 0u; j < params.cols; j++) {
+    let x = {value};
+    squares += x * x;
+  }
+  let inv = 1.0 / sqrt(squares / f32(params.cols) + params.eps);
+  for (var j = 0u; j < params.cols; j++) { out[base + j] = {value} * inv * in{gamma}[j]; }
+"""
+
+# op -> (initial value, statement folding in0[base + j] into `total`, result from `total`)
+_REDUCTIONS = {
+    "ReduceSum": ("{zero}", "total += in0[base + j];", "total"),
+    "ReduceMean": ("0.0", "total += in0[base + j];", "total / f32(params.cols)"),
+    "ReduceMax": ("in0[base]", "total = max(total, in0[base + j]);", "total"),
+}
+
+
 def softmax_kernel() -> Kernel:
     return Kernel("Softmax", ("f32",), "f32", _ROWS, "rows", _SOFTMAX)
 
 
-def reduce_mean_kernel() -> Kernel:
-    return Kernel("ReduceMean", ("f32",), "f32", _ROWS, "rows", _MEAN + "  out[index] = mean;\n")
+def reduce_kernel(op: str, element: str) -> Kernel:
+    """``op`` (a key of _REDUCTIONS) over each row, of f32 or i32 elements."""
+    initial, step, result = _REDUCTIONS[op]
+    body = (
+        "  let base = index * params.cols;\n"
+        f"  var total = {initial.format(zero='0.0' if element == 'f32' else '0')};\n"
+        f"  for (var j = 0u; j < params.cols; j++) {{ {step} }}\n"
+        f"  out[index] = {result};\n"
+    )
+    return Kernel(f"{op}[{element}]", (element,), element, _ROWS, "rows", body)
+
+
+def rms_norm_kernel(skip: bool, bias: bool) -> Kernel:
+    """Inputs x, then skip (same shape), gamma, bias (per column): the norm of x + skip + bias."""
+    value = "in0[base + j]" + (" + in1[base + j]" if skip else "")
+    gamma = 2 if skip else 1
+    if bias:
+        value += f" + in{gamma + 1}[j]"
+    body = _RMS_NORM.replace("{value}", f"({value})").replace("{gamma}", str(gamma))
+    inputs = ("f32",) * (gamma + 1 + bias)
+    name = f"RmsNorm[{'skip' if skip else 'noskip'}{',bias' if bias else ''}]"
+    return Kernel(name, inputs, "f32", (*_ROWS, Field("eps", "f32")), "rows", body)
 
 
 def layer_norm_kernel(bias: bool) -> Kernel:
