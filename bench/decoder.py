@@ -19,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from runner.backends.wgpu.device import Device  # noqa: E402
 from runner.backends.wgpu.steps import DeviceSteps  # noqa: E402
-from runner.workload.decoder import DecoderParams, Generation, build_decoder  # noqa: E402
+from runner.suite.spec import DecoderParams  # noqa: E402
+from runner.workload.decoder import Generation, build_decoder  # noqa: E402
 
 PROMPT = [3, 17, 42, 8, 29, 11, 5, 60]
 SIZES = {

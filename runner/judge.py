@@ -291,6 +291,8 @@ def capture_mismatch(ev: Evidence) -> list[Finding]:
         return []
     _, index, what, (name, c) = max(found, key=lambda item: item[0])
     where = f" in run {index + 1} of {len(feeds)}" if len(feeds) > 1 else ""
+    first = found[0][1]  # where a loop's runs start to go wrong, when the worst is later
+    where += f" (runs differ from run {first + 1})" if first != index else ""
     return [
         Finding(
             "capture-mismatch",

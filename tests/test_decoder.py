@@ -18,9 +18,8 @@ from runner.backends.wgpu.device import Device
 from runner.backends.wgpu.steps import DeviceSteps
 from runner.compare import compare
 from runner.errors import EnvironmentUnusable
-from runner.suite.spec import Tolerance
+from runner.suite.spec import DecoderParams, Tolerance
 from runner.workload.decoder import (
-    DecoderParams,
     DecodeStep,
     Generation,
     build_decoder,

@@ -17,10 +17,12 @@ from runner.backends import REGISTRY
 from runner.backends.base import BackendRun
 from runner.backends.wgpu.backend import WgpuBackend
 from runner.backends.wgpu.faults import (
+    CACHE_FROZEN_AT_CAPTURE,
     CAPTURE_FALLS_BACK_TO_EAGER,
     FAULTS,
     GRAPHS_SHARE_INPUTS,
     INPUT_SNAPSHOT_AT_CAPTURE,
+    LENGTHS_FROZEN_AT_CAPTURE,
     RACY_REPLAY,
     REVERSED_SUM,
     ROW_MEAN_SKIPS_FIRST,
@@ -52,6 +54,8 @@ EXPECTED = {
     GRAPHS_SHARE_INPUTS: ({"pass"}, {"wrong-graph", "capture-mismatch"}),
 }
 GRAPHS = {GRAPHS_SHARE_INPUTS: 2}  # graphs a fault's cell records (one otherwise)
+# A decoder's faults, proved on the decoder's loop (tests/test_decoder_suite.py)
+DECODER_FAULTS = {LENGTHS_FROZEN_AT_CAPTURE, CACHE_FROZEN_AT_CAPTURE}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +105,7 @@ def backend():
 
 def test_every_fault_is_declared_once_and_described():
     assert REGISTRY["wgpu"].faults is FAULTS
-    assert set(FAULTS) == {SHAPE_ONLY_CAPTURE_CACHE, *EXPECTED}
+    assert set(FAULTS) == {SHAPE_ONLY_CAPTURE_CACHE, *EXPECTED, *DECODER_FAULTS}
     for name, description in FAULTS.items():
         assert re.fullmatch(r"[a-z]+(-[a-z]+)+", name), name
         assert len(description) > 60

@@ -29,8 +29,10 @@ from runner.suite.spec import (
     BackendTarget,
     BufferModes,
     CaseRule,
+    DecoderParams,
     EncoderParams,
     Expectation,
+    GenerationLoop,
     InputSpec,
     Layout,
     ModelSpec,
@@ -48,6 +50,9 @@ from runner.uniforms import UNIFORM_FIELDS
 MAX_TENSOR_BYTES = int(os.environ.get("REGRESS_MAX_TENSOR_MIB", "1024")) << 20
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "suite.schema.json"
 BUILTIN_DIMS = {"encoder": ("batch", "sequence")}
+# What one builtin takes and the other does not (both: layers, hidden, heads, vocab, seed).
+ENCODER_KEYS = frozenset({"style", "ffn", "eps", "activation", "max_positions"})
+DECODER_KEYS = frozenset({"kv_heads", "intermediate", "max_length", "quantized", "generate"})
 
 
 @lru_cache(maxsize=1)
@@ -341,7 +346,10 @@ class _Builder:
             for key, value in spec.get("inputs", {}).items()
         }
         own_shapes = tuple(self.shape(s) for s in spec.get("shapes", ()))
+        if spec.get("builtin") == "decoder":
+            return dataclasses.replace(self.decoder(name, spec, layouts), line=self.line(path))
         if "builtin" in spec:
+            self.refuse_keys(spec, path, DECODER_KEYS, "the builtin encoder")
             params = {k: v for k, v in spec.items() if k in EncoderParams.__dataclass_fields__}
             encoder = EncoderParams(**params)
             model = ModelSpec(
@@ -385,6 +393,69 @@ class _Builder:
         elif not own_shapes:  # nothing to pin: one static case, whatever the suite's `shapes:`
             model = dataclasses.replace(model, shapes=(STATIC_SHAPE,))
         return dataclasses.replace(model, line=self.line(path))
+
+    def decoder(self, name: str, spec: dict, layouts: tuple) -> ModelSpec:
+        """The builtin decoder and its generation loop. Its one shape is the loop's: a decode
+        step's (one token, the static mask and caches max_length wide), which captures."""
+        path = ("models", name)
+        self.refuse_keys(spec, path, ENCODER_KEYS, "the builtin decoder")
+        if spec.get("graphs", 1) > 1:
+            self.problem(
+                path + ("graphs",),
+                f"model {name!r} is a builtin decoder: its loop runs one generator per session",
+                "graphs: 1",
+            )
+        for key in ("inputs", "shapes"):
+            if key in spec:
+                self.problem(
+                    path + (key,),
+                    f"model {name!r} is a builtin decoder, whose {key} its generation loop sets",
+                    "no `inputs:` or `shapes:` on a decoder (`generate:` sets its loop)",
+                    key=True,
+                )
+        for layout in layouts:
+            if layout.values:
+                self.problem(
+                    ("layouts",),
+                    f"layout {layout.label!r} changes {', '.join(dict(layout.values))}, which "
+                    f"model {name!r} (a builtin decoder) cannot",
+                    "layouts that order uniform fields only",
+                )
+        fields = {k: v for k, v in spec.items() if k in DecoderParams.__dataclass_fields__}
+        try:
+            # accuracy_level 0: onnxruntime CPU dequantizes exactly, as every backend here does
+            params = DecoderParams(**fields, accuracy_level=0, static_mask=True)
+        except ValueError as exc:
+            self.problem(path, f"model {name!r}: {exc}", "sizes GroupQueryAttention takes")
+            params = DecoderParams(static_mask=True)
+        loop = GenerationLoop(**spec.get("generate", {}))
+        if loop.prompt + loop.steps > params.max_length:
+            self.problem(
+                path + ("generate",),
+                f"a prompt of {loop.prompt} tokens and {loop.steps} decode steps need "
+                f"{loop.prompt + loop.steps} positions; model {name!r} holds max_length "
+                f"{params.max_length}",
+                f"prompt + steps <= max_length ({params.max_length})",
+            )
+        length = params.max_length
+        dims = {"batch_size": 1, "sequence_length": 1}
+        dims |= {"total_sequence_length": length, "past_sequence_length": length}
+        return ModelSpec(
+            name,
+            builtin="decoder",
+            decoder=params,
+            loop=loop,
+            shapes=(Shape(tuple(dims.items())),),
+        )
+
+    def refuse_keys(self, spec: dict, path: tuple, keys: frozenset[str], what: str) -> None:
+        for key in sorted(keys & set(spec)):
+            self.problem(
+                path + (key,),
+                f"{key!r} is not a parameter of {what}",
+                "its own parameters (docs/writing-suites.md#decoders-and-generation-loops)",
+                key=True,
+            )
 
     def line(self, path: tuple) -> int:
         """The line of the key at `path` (a model's name), for reports that link to it."""

@@ -113,6 +113,56 @@ class EncoderParams:
     max_positions: int = 512  # exported style: rows of the position-embedding table
 
 
+@dataclass(frozen=True)
+class DecoderParams:
+    """Parameters of the builtin decoder (``builtin: decoder``, ``runner.workload.decoder``)."""
+
+    layers: int = 2
+    hidden: int = 64
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate: int = 128
+    vocab: int = 96
+    max_length: int = 32
+    seed: int = 0
+    quantized: bool = False
+    block_size: int = 32  # MatMulNBits block size
+    accuracy_level: int = 4  # MatMulNBits accuracy_level (the builder's default for cpu, webgpu)
+    static_mask: bool = False  # the builder's enable_webgpu_graph mask subgraph
+
+    def __post_init__(self) -> None:
+        if min(self.layers, self.hidden, self.heads, self.kv_heads, self.vocab) < 1:
+            raise ValueError(f"decoder sizes must be positive: {self}")
+        if self.hidden % self.heads:
+            raise ValueError(f"heads={self.heads} does not divide hidden={self.hidden}")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"kv_heads={self.kv_heads} does not divide heads={self.heads}")
+        if self.head_size % 16:
+            raise ValueError(
+                f"head_size={self.head_size} (hidden/heads): GroupQueryAttention with rotary "
+                "embedding needs a multiple of 16"
+            )
+        if self.max_length < 2:
+            raise ValueError(f"max_length={self.max_length}: a prefill and a step need 2")
+        if self.block_size < 16 or self.block_size & (self.block_size - 1):
+            raise ValueError(f"block_size={self.block_size}: a power of 2, at least 16")
+        if self.accuracy_level not in range(5):
+            raise ValueError(f"accuracy_level={self.accuracy_level}: expected 0 to 4")
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden // self.heads
+
+
+@dataclass(frozen=True)
+class GenerationLoop:
+    """A decoder's generation loop (``generate:``): a prefill of ``prompt`` tokens, then
+    ``steps`` greedy decode steps, each a run of the case."""
+
+    prompt: int = 4
+    steps: int = 4
+
+
 def shape_label(dims: Mapping[str, int]) -> str:
     """A shape as case ids write it (``batch=1,sequence=16``)."""
     return ",".join(f"{k}={v}" for k, v in dims.items()) or "static"
@@ -208,8 +258,10 @@ class BufferModes:
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
-    builtin: str | None = None  # "encoder"
+    builtin: str | None = None  # "encoder" or "decoder"
     encoder: EncoderParams | None = None
+    decoder: DecoderParams | None = None
+    loop: GenerationLoop | None = None  # a decoder's (``generate:``)
     path: Path | None = None  # absolute, resolved against the suite file
     inputs: Mapping[str, InputSpec] = field(default_factory=dict)
     shapes: tuple[Shape, ...] = ()  # empty: the suite's shapes

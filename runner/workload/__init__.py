@@ -20,7 +20,8 @@ import onnx
 
 from runner.matrix import Case
 from runner.schedule import BASE, Feed, Variant, input_schedule
-from runner.suite.spec import EncoderParams, InputSpec, Layout
+from runner.suite.spec import DecoderParams, EncoderParams, GenerationLoop, InputSpec, Layout
+from runner.workload.decoder import build_decoder, cache_names, generate_reference
 from runner.workload.encoder import build_encoder
 from runner.workload.inputs import make_inputs, vary_given
 from runner.workload.optest import case_inputs, expected_outputs, op_test_model
@@ -39,6 +40,10 @@ class Workload:
     # in order, and the inputs of each variant. Empty: every run takes `inputs` in graph 0.
     schedule: tuple[Feed, ...] = ()
     variants: Mapping[Variant, Mapping[str, np.ndarray]] = field(default_factory=dict)
+    # Outputs a capture run writes in place into an input's buffer (output -> input): a
+    # decoder's present KV caches into its past ones, one buffer each, as onnxruntime-genai
+    # binds them (onnxruntime's WebGPU GroupQueryAttention refuses capture otherwise).
+    in_place: Mapping[str, str] = field(default_factory=dict)
 
     def feeds(self, runs: int) -> tuple[Feed, ...]:
         """What each run gets: the schedule, or else `runs` runs of `inputs`."""
@@ -73,6 +78,8 @@ def materialize(case: Case, runs: int | None = None) -> Workload:
     spec = case.model
     if spec.op_test is not None:
         return _with_schedule(_op_test_workload(case), runs, case.graphs, _vary_op_test)
+    if spec.builtin == "decoder":
+        return _decoder_workload(case, runs)
     if spec.builtin is not None:
         if spec.builtin != "encoder":
             raise ValueError(f"model {spec.name!r}: unknown builtin {spec.builtin!r}")
@@ -105,6 +112,48 @@ def materialize(case: Case, runs: int | None = None) -> Workload:
         case.graphs,
         lambda _, drawn: make_inputs(variant.model, specs, shape, seed, drawn),
     )
+
+
+def _decoder_workload(case: Case, runs: int | None) -> Workload:
+    """A generation loop's decode steps, a run each: onnxruntime CPU prefills the prompt and
+    chooses every next token (greedy), so each backend is fed the same tokens; each run gets
+    its step's token, static mask and KV caches, and the last step runs twice (two replays of
+    one input, for the determinism check). `runs` only asks for the sequence: the loop sets it."""
+    params, loop = case.model.decoder, case.model.loop
+    variant = _decoder_variant(params, case.layout)
+    steps = _decode_steps(params, loop, case.layout)[1:]  # the prefill is the CPU's alone
+    shape = case.shape.as_dict()
+    inputs = dict(steps[0].inputs)
+    workload = Workload(
+        key=workload_key(variant.digest, shape, inputs),
+        model=variant.data,
+        inputs=inputs,
+        output_names=tuple(output.name for output in variant.model.graph.output),
+        shape=shape,
+        uniform_order=case.layout.order,
+        in_place={past.replace("past_key_values", "present"): past for past in cache_names(params)},
+    )
+    if runs is None:
+        return workload
+    draws = [*range(len(steps)), len(steps) - 1]
+    return dataclasses.replace(
+        workload,
+        schedule=tuple(Feed(0, (0, draw)) for draw in draws),
+        variants={(0, draw): dict(steps[draw].inputs) for draw in range(1, len(steps))},
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _decoder_variant(params: DecoderParams, layout: Layout) -> _Variant:
+    return _variant(apply_layout(build_decoder(params), layout))
+
+
+@functools.lru_cache(maxsize=8)
+def _decode_steps(params: DecoderParams, loop: GenerationLoop, layout: Layout) -> tuple:
+    """onnxruntime CPU's generation: the prefill, then each decode step (``DecodeStep``)."""
+    prompt = np.random.default_rng(params.seed).integers(0, params.vocab, loop.prompt)
+    model = _decoder_variant(params, layout).data
+    return generate_reference(model, params, prompt.tolist(), loop.steps)
 
 
 def _with_schedule(workload: Workload, runs, graphs: int, vary) -> Workload:

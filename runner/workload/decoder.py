@@ -41,50 +41,13 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.defs import OpSchema
 
+from runner.suite.spec import DecoderParams
+
 MS_DOMAIN = "com.microsoft"
 OPSET = 21
 EPSILON = 1e-6  # the builder's default rms_norm_eps
 ROPE_THETA = 10000.0
 QUANT_BITS = 4
-
-
-@dataclass(frozen=True)
-class DecoderParams:
-    layers: int = 2
-    hidden: int = 64
-    heads: int = 4
-    kv_heads: int = 2
-    intermediate: int = 128
-    vocab: int = 96
-    max_length: int = 32
-    seed: int = 0
-    quantized: bool = False
-    block_size: int = 32  # MatMulNBits block size
-    accuracy_level: int = 4  # MatMulNBits accuracy_level (the builder's default for cpu, webgpu)
-    static_mask: bool = False  # the builder's enable_webgpu_graph mask subgraph
-
-    def __post_init__(self) -> None:
-        if min(self.layers, self.hidden, self.heads, self.kv_heads, self.vocab) < 1:
-            raise ValueError(f"decoder sizes must be positive: {self}")
-        if self.hidden % self.heads:
-            raise ValueError(f"heads={self.heads} does not divide hidden={self.hidden}")
-        if self.heads % self.kv_heads:
-            raise ValueError(f"kv_heads={self.kv_heads} does not divide heads={self.heads}")
-        if self.head_size % 16:
-            raise ValueError(
-                f"head_size={self.head_size} (hidden/heads): GroupQueryAttention with rotary "
-                "embedding needs a multiple of 16"
-            )
-        if self.max_length < 2:
-            raise ValueError(f"max_length={self.max_length}: a prefill and a step need 2")
-        if self.block_size < 16 or self.block_size & (self.block_size - 1):
-            raise ValueError(f"block_size={self.block_size}: a power of 2, at least 16")
-        if self.accuracy_level not in range(5):
-            raise ValueError(f"accuracy_level={self.accuracy_level}: expected 0 to 4")
-
-    @property
-    def head_size(self) -> int:
-        return self.hidden // self.heads
 
 
 def build_decoder(params: DecoderParams) -> onnx.ModelProto:
@@ -138,6 +101,13 @@ def build_decoder(params: DecoderParams) -> onnx.ModelProto:
 
 def _cache_names(prefix: str, layer: int) -> list[str]:
     return [f"{prefix}.{layer}.key", f"{prefix}.{layer}.value"]
+
+
+def cache_names(params: DecoderParams) -> list[str]:
+    """The past KV-cache inputs, every layer's key and value (``present.*`` the outputs)."""
+    return [
+        name for layer in range(params.layers) for name in _cache_names("past_key_values", layer)
+    ]
 
 
 def _rotary_caches(params: DecoderParams) -> tuple[np.ndarray, np.ndarray]:
@@ -406,11 +376,7 @@ class Generation:
         self.params = params
         self.run = run
         shape = (1, params.kv_heads, params.max_length, params.head_size)
-        self.caches = {
-            name: np.zeros(shape, np.float32)
-            for layer in range(params.layers)
-            for name in _cache_names("past_key_values", layer)
-        }
+        self.caches = {name: np.zeros(shape, np.float32) for name in cache_names(params)}
         self.tokens: list[int] = []  # the prompt and every chosen token
         self.cached = 0  # positions the caches hold: the total length so far
 

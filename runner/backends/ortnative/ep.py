@@ -175,7 +175,9 @@ class EpBackend:
             try:
                 with ort_log() as lines:
                     if case.capture:
-                        binding = self._binding(native, feed.graph, inputs, specs, faults)
+                        binding = self._binding(
+                            native, feed.graph, inputs, specs, workload.in_place, faults
+                        )
                         records = not binding.recorded
                         outputs = self._replay(
                             native, feed.graph, binding, inputs, case.buffers, faults
@@ -225,8 +227,9 @@ class EpBackend:
     def _value(self, native: NativeSession, shape, dtype) -> Any:
         return native.session.create_ortvalue_from_shape_and_type(list(shape), dtype, self.memory)
 
-    def _binding(self, native, graph, inputs, specs, faults) -> GraphBinding:
-        """The graph's binding, made and bound on its first run."""
+    def _binding(self, native, graph, inputs, specs, in_place, faults) -> GraphBinding:
+        """The graph's binding, made and bound on its first run; an output `in_place` names
+        is bound to its input's value (a decoder's static KV cache)."""
         if graph in native.graphs:
             return native.graphs[graph]
         written = {name: self._value(native, a.shape, a.dtype) for name, a in inputs.items()}
@@ -237,7 +240,10 @@ class EpBackend:
                 value.update_inplace(np.ascontiguousarray(inputs[name]))
         if GRAPHS_SHARE_INPUTS in faults and graph > 0 and 0 in native.graphs:
             bound = native.graphs[0].written
-        outputs = {name: self._value(native, *spec) for name, spec in specs().items()}
+        outputs = {
+            name: bound[in_place[name]] if name in in_place else self._value(native, *spec)
+            for name, spec in specs().items()
+        }
         io = native.session.io_binding()
         for name, value in bound.items():
             io.bind_ortvalue_input(name, value)

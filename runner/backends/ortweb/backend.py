@@ -205,7 +205,9 @@ class OrtWebBackend:
 
     def _case_spec(self, case: Case, workload: Workload) -> tuple[dict[str, Any], list[str]]:
         """What harness.js needs for a case, and the server paths registered for it."""
-        preallocated = case.capture and case.buffers.outputs != "none"
+        # A capture case's outputs bound in place need the others bound too: the C++ builds
+        # replay onnxruntime-allocated outputs beside them into a TypeError (measured).
+        preallocated = case.capture and (case.buffers.outputs != "none" or bool(workload.in_place))
         outputs = output_specs(workload) if preallocated else None  # first: it may raise
         model = self._server.register(workload.model)
         registered = [model]
@@ -238,6 +240,8 @@ class OrtWebBackend:
             spec["freeDimensionOverrides"] = dict(workload.shape)
         if outputs is not None:
             spec["outputs"] = outputs
+        if case.capture and workload.in_place:
+            spec["inPlace"] = dict(workload.in_place)
         return spec, registered
 
 
@@ -288,29 +292,36 @@ def _array(output: Mapping[str, Any]) -> np.ndarray:
 
 
 def output_specs(workload: Workload) -> list[dict[str, Any]]:
-    """Name, type and static dims of each output, for pre-allocated output buffers: ONNX shape
-    inference on the model with the case's dims pinned. Raises ValueError if it leaves one open."""
+    """Name, type and static dims of each output, for pre-allocated output buffers: as the model
+    declares them with the case's dims pinned, else as ONNX shape inference finds them (it
+    cannot see through contrib ops). Raises ValueError if both leave one open."""
     model = onnx.load_from_string(workload.model)
-    for value in model.graph.input:
+    for value in (*model.graph.input, *model.graph.output):
         for dim in value.type.tensor_type.shape.dim:
             if dim.HasField("dim_param") and dim.dim_param in workload.shape:
                 dim.dim_value = workload.shape[dim.dim_param]
+    declared = {value.name: value for value in model.graph.output}
     inferred = onnx.shape_inference.infer_shapes(model, data_prop=True).graph.output
     specs = []
     for value in inferred:
         if value.name not in workload.output_names:
             continue
-        dims = [
-            d.dim_value if d.HasField("dim_value") else None
-            for d in value.type.tensor_type.shape.dim
-        ]
-        if not value.type.tensor_type.HasField("shape") or None in dims:
+        dims = _static_dims(declared[value.name]) or _static_dims(value)
+        if dims is None:
             raise ValueError(
                 f"pre-allocated outputs: the shape of output {value.name!r} is unknown"
             )
         dtype = onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)
         specs.append({"name": value.name, "type": np.dtype(dtype).name, "dims": dims})
     return specs
+
+
+def _static_dims(value: onnx.ValueInfoProto) -> list[int] | None:
+    shape = value.type.tensor_type
+    if not shape.HasField("shape"):
+        return None
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in shape.shape.dim]
+    return None if None in dims else dims
 
 
 def _uses_float16(workload: Workload) -> bool:

@@ -27,8 +27,9 @@ and uniforms, and silently returns the earlier layout's result. ``racy-replay`` 
 command list whose MatMuls sum in the opposite order, and replays alternate between the two.
 ``stale-input-binding`` records against input buffers of the capture's own, which replays never
 write; ``input-snapshot-at-capture`` against buffers holding a copy of the recording run's
-inputs; ``graphs-share-inputs`` binds graph 0's input buffers in every later graph. All record
-under a capture key that includes them, so no clean case finds their capture.
+inputs (``lengths-frozen-at-capture`` and ``cache-frozen-at-capture``: of a decoder's attention
+mask, of its KV caches); ``graphs-share-inputs`` binds graph 0's input buffers in every later
+graph. All record under a capture key that includes them, so no clean case finds their capture.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ from runner.backends.base import Dispatch
 from runner.backends.wgpu.device import Buffer, Device, digest
 from runner.backends.wgpu.faults import (
     GRAPHS_SHARE_INPUTS,
-    INPUT_SNAPSHOT_AT_CAPTURE,
     RACY_REPLAY,
     REVERSED_SUM,
     SHAPE_ONLY_CAPTURE_CACHE,
@@ -132,8 +132,8 @@ class Session:
 
         if STALE_INPUT_BINDING in faults:
             bound = self._rebound(bound, self._spare_inputs(graph))
-        if INPUT_SNAPSHOT_AT_CAPTURE in faults:
-            bound = self._rebound(bound, self._spare_inputs(graph, inputs))
+        if faults.frozen_inputs:
+            bound = self._rebound(bound, self._spare_inputs(graph, inputs, faults.frozen_inputs))
         if GRAPHS_SHARE_INPUTS in faults and graph:
             first = zip(self._input_buffers(graph), self._input_buffers(0), strict=True)
             bound = self._rebound(bound, {own.identity: other for own, other in first})
@@ -202,15 +202,19 @@ class Session:
         return Recording(tuple(commands), tuple(dispatches))
 
     def _spare_inputs(
-        self, graph: int, inputs: Mapping[str, np.ndarray] | None = None
+        self,
+        graph: int,
+        inputs: Mapping[str, np.ndarray] | None = None,
+        prefixes: tuple[str, ...] = ("",),
     ) -> dict[str, Buffer]:
-        """A new buffer for each of the graph's inputs, holding `inputs` (else nothing written),
-        by the identity of the buffer it stands in for."""
+        """A new buffer for each of the graph's inputs whose name starts with one of `prefixes`,
+        holding `inputs` (else nothing written), by the identity of the buffer it stands in for."""
         own = self._input_buffers(graph)
         spare = [self.device.buffer(b.gpu.size, f"s{self.number}/capture-input") for b in own]
         if inputs is not None:
             self._write(spare, inputs)
-        return {b.identity: s for b, s in zip(own, spare, strict=True)}
+        chosen = [name.startswith(prefixes) for name in self.plan.inputs]
+        return {b.identity: s for b, s, c in zip(own, spare, chosen, strict=True) if c}
 
     @staticmethod
     def _rebound(

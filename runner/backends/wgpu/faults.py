@@ -24,6 +24,8 @@ RACY_REPLAY = "racy-replay"
 STALE_INPUT_BINDING = "stale-input-binding"
 INPUT_SNAPSHOT_AT_CAPTURE = "input-snapshot-at-capture"
 GRAPHS_SHARE_INPUTS = "graphs-share-inputs"
+LENGTHS_FROZEN_AT_CAPTURE = "lengths-frozen-at-capture"
+CACHE_FROZEN_AT_CAPTURE = "cache-frozen-at-capture"
 
 FAULTS: dict[str, str] = {
     SHAPE_ONLY_CAPTURE_CACHE: "key the capture cache by input/output shapes alone, so a "
@@ -48,6 +50,21 @@ FAULTS: dict[str, str] = {
     GRAPHS_SHARE_INPUTS: "with graphs: N, a graph recorded after the first binds the first "
     "graph's input buffers in place of its own, so its replays return the first graph's result "
     "(wrong-graph)",
+    LENGTHS_FROZEN_AT_CAPTURE: "a decoder's capture binds a copy of the recording step's "
+    "attention mask, which its sequence lengths (seqlens_k, total_sequence_length) come from: "
+    "every replayed decode step attends over the capture step's length while its token and "
+    "caches are new (a graph that keeps its capture step's sequence length; capture-mismatch "
+    "from the first replay)",
+    CACHE_FROZEN_AT_CAPTURE: "a decoder's capture binds a copy of the recording step's KV "
+    "caches: every replayed decode step reads the cache as the capture step had it, a cache "
+    "the replays never advance (capture-mismatch from the first replay)",
+}
+
+# What the decoder faults freeze at capture: the graph inputs whose names start so.
+FROZEN_INPUTS = {
+    INPUT_SNAPSHOT_AT_CAPTURE: ("",),
+    LENGTHS_FROZEN_AT_CAPTURE: ("attention_mask",),
+    CACHE_FROZEN_AT_CAPTURE: ("past_key_values.",),
 }
 
 
@@ -114,10 +131,17 @@ class Faults:
         recording = {
             RACY_REPLAY,
             STALE_INPUT_BINDING,
-            INPUT_SNAPSHOT_AT_CAPTURE,
             GRAPHS_SHARE_INPUTS,
+            *FROZEN_INPUTS,
         }
         return tuple(sorted(self.names & recording))
+
+    @property
+    def frozen_inputs(self) -> tuple[str, ...]:
+        """Prefixes of the inputs whose recording-run values the capture binds a copy of."""
+        return tuple(
+            p for name in sorted(self.names & FROZEN_INPUTS.keys()) for p in FROZEN_INPUTS[name]
+        )
 
     @property
     def shares_captures_by_shape(self) -> bool:

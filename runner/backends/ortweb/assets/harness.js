@@ -146,12 +146,23 @@ const graphTensors = (entry, spec, graph) => {
     spec.inputs.forEach((input, i) => {
       held.feeds[input.name] = ort.Tensor.fromGpuBuffer(buffers[i], {dataType: input.type, dims: input.dims});
     });
+    // Outputs written in place into an input's buffer (a decoder's present KV caches into its
+    // past ones), as onnxruntime-genai binds a static KV cache.
+    held.inPlace = {};
+    held.inPlaceReaders = {};
+    for (const [output, inputName] of Object.entries(spec.inPlace || {})) {
+      const i = spec.inputs.findIndex((input) => input.name === inputName);
+      const input = spec.inputs[i];
+      held.inPlaceReaders[output] = reader(buffers[i], input);
+      held.inPlace[output] = ort.Tensor.fromGpuBuffer(
+        buffers[i], {dataType: input.type, dims: input.dims, download: held.inPlaceReaders[output]});
+    }
   }
   if (spec.outputs && (!known || spec.buffers.outputs === 'fresh')) {
     // The harness reads the buffers itself: getData would turn a kept tensor into a CPU one.
     held.fetches = {};
     held.readers = {};
-    for (const output of spec.outputs) {
+    for (const output of spec.outputs.filter((o) => !(spec.inPlace || {})[o.name])) {
       const buffer = gpuBuffer(entry, byteLength(output));
       held.readers[output.name] = reader(buffer, output);
       held.fetches[output.name] = ort.Tensor.fromGpuBuffer(
@@ -176,10 +187,20 @@ const runArguments = (entry, spec, graph, bytes) => {
   }
   const held = graphTensors(entry, spec, graph);
   held.inputBuffers.forEach((buffer, i) => writeInput(buffer, bytes[i]));
+  if (!spec.inPlace) {
+    return {
+      feeds: held.feeds,
+      fetches: held.fetches || spec.outputNames,
+      readers: held.readers,
+      inputs: held.inputBuffers,
+    };
+  }
+  // null: onnxruntime allocates that output
+  const allocated = Object.fromEntries(spec.outputNames.map((name) => [name, null]));
   return {
     feeds: held.feeds,
-    fetches: held.fetches || spec.outputNames,
-    readers: held.readers,
+    fetches: {...allocated, ...held.fetches, ...held.inPlace},
+    readers: {...held.readers, ...held.inPlaceReaders},
     inputs: held.inputBuffers,
   };
 };
@@ -289,8 +310,9 @@ const runSession = async (entry, spec) => {
       if (last && tensor.location === 'gpu-buffer') {
         outputBuffers.push(tracer.bufferId(tensor.gpuBuffer));
       }
-      tensors.push([outputName, tensor, await (readers ? readers[outputName]() : tensor.getData())]);
-      if (!readers && tensor.location === 'gpu-buffer') {
+      const read = readers && readers[outputName];
+      tensors.push([outputName, tensor, await (read ? read() : tensor.getData())]);
+      if (!read && tensor.location === 'gpu-buffer') {
         // Released once read, as an application does when done with an output: a kept one
         // holds its OrtValue on the wasm heap, which shifts where later runs' tensors land
         // (a replay with pre-allocated outputs then fails: README, ort-fresh-buffers).

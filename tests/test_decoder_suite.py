@@ -1,0 +1,123 @@
+"""A decoder in a suite: ``builtin: decoder`` with its generation loop (``generate:``), each
+decode step a run judged against onnxruntime CPU's step, and the two decoder canaries on wgpu
+(suites/decoder.yaml)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from runner.errors import InvalidInput
+from runner.matrix import expand_matrix
+from runner.suite import load_suite
+from runner.workload import materialize
+
+from .conftest import REPO, regress
+
+DECODER = REPO / "suites" / "decoder.yaml"
+
+
+def test_a_decoder_runs_its_loop_as_the_case_s_runs():
+    suite = load_suite(DECODER)
+    [case] = [
+        c
+        for c in expand_matrix([suite])
+        if c.id.startswith("llama-tiny/") and c.backend.name == "wgpu" and c.mode == "capture"
+        and c.layout.label == "default" and not c.revisit
+    ]  # fmt: skip
+    assert case.shape.as_dict() == {
+        "batch_size": 1,
+        "sequence_length": 1,
+        "total_sequence_length": 16,
+        "past_sequence_length": 16,
+    }
+    workload = materialize(case, runs=3)  # the loop, not --runs, sets the runs
+    variants = [feed.variant for feed in workload.schedule]
+    assert variants == [(0, 0), (0, 1), (0, 2), (0, 3), (0, 3)]  # 4 steps, the last twice
+    masks = [workload.inputs_of(v)["attention_mask"] for v in variants]
+    assert [int(m.sum()) for m in masks] == [5, 6, 7, 8, 8]  # prompt 4, one more per step
+    assert all(m.shape == (1, 16) for m in masks)
+    step_3 = workload.inputs_of((0, 2))
+    # the caches hold the positions written so far, zeros past them
+    cache = step_3["past_key_values.1.value"]
+    assert np.abs(cache[:, :, :6]).min() > 0 and not cache[:, :, 6:].any()
+    assert workload.in_place == {
+        f"present.{layer}.{kv}": f"past_key_values.{layer}.{kv}"
+        for layer in (0, 1)
+        for kv in ("key", "value")
+    }
+
+
+BAD = """
+models:
+  long-loop:
+    builtin: decoder
+    max_length: 8
+    generate: {prompt: 4, steps: 5}
+  mixed:
+    builtin: decoder
+    ffn: 64
+  odd-heads:
+    builtin: decoder
+    heads: 3
+  shaped:
+    builtin: decoder
+    shapes: [{batch_size: 1}]
+  encoder:
+    builtin: encoder
+    kv_heads: 2
+layouts:
+  - label: wider-eps
+    values: {eps: 1.0e-2}
+backends: [wgpu]
+"""
+
+
+def test_bad_decoder_entries_say_where_and_what_is_expected(write_suite):
+    path = write_suite(BAD)
+    with pytest.raises(InvalidInput) as info:
+        load_suite(path)
+    problems = [str(p) for p in info.value.problems]
+    expected = [
+        f"{path}:5:15: a prompt of 4 tokens and 5 decode steps need 9 positions; model "
+        "'long-loop' holds max_length 8; expected prompt + steps <= max_length (8)",
+        f"{path}:8:5: 'ffn' is not a parameter of the builtin decoder; expected its own "
+        "parameters (docs/writing-suites.md#decoders-and-generation-loops)",
+        f"{path}:10:5: model 'odd-heads': heads=3 does not divide hidden=64; expected sizes "
+        "GroupQueryAttention takes",
+        f"{path}:14:5: model 'shaped' is a builtin decoder, whose shapes its generation loop "
+        "sets; expected no `inputs:` or `shapes:` on a decoder (`generate:` sets its loop)",
+        f"{path}:17:5: 'kv_heads' is not a parameter of the builtin encoder; expected its own "
+        "parameters (docs/writing-suites.md#decoders-and-generation-loops)",
+    ]
+    for message in expected:
+        assert message in problems, problems
+    assert any("layout 'wider-eps' changes eps, which model 'long-loop'" in p for p in problems)
+    proc = regress("validate", path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert expected[0] in proc.stderr
+
+
+@pytest.mark.gpu
+def test_every_decode_step_is_judged_and_the_canaries_fire_on_wgpu(tmp_path):
+    out = tmp_path / "out"
+    proc = regress("run", DECODER, "--backend", "wgpu", "--out", out, "--no-localize")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [results] = out.glob("runs/*/results.jsonl")
+    found = {}
+    for line in results.read_text().splitlines():
+        result = json.loads(line)
+        model, *_, layout, _, mode = result["case_id"].split("/")
+        found[model, layout, mode] = result
+    assert len(found) == 14
+    clean = [r for (m, *_), r in found.items() if not m.startswith("frozen-")]
+    assert {r["verdict"] for r in clean} == {"pass"} and len(clean) == 10
+    lengths = found["frozen-lengths", "layout=default", "capture"]
+    assert lengths["verdict"] == "capture-mismatch"
+    assert "differs from eager in run 2 of 5" in lengths["message"]  # the first replay
+    cache = found["frozen-cache", "layout=default", "capture"]
+    assert cache["verdict"] == "capture-mismatch"
+    assert "(runs differ from run 2)" in cache["message"], cache["message"]
+    assert found["frozen-cache", "layout=default", "eager"]["verdict"] == "pass"
