@@ -97,11 +97,11 @@ def parse_scenario(
         )
         for name, session in spec["sessions"].items()
     )
-    for session, (name, entry) in zip(sessions, spec["sessions"].items(), strict=True):
+    for session in sessions:
         if not session.capture and session.outputs != "none":
             report(
-                (*path, "sessions", name, "outputs"),
-                f"session {name!r} pre-allocates outputs without capture",
+                (*path, "sessions", session.name, "outputs"),
+                f"session {session.name!r} pre-allocates outputs without capture",
                 "outputs: none, or capture: true",
             )
     steps = tuple(_step(entry, line((*path, "steps", i))) for i, entry in enumerate(spec["steps"]))
@@ -145,12 +145,11 @@ def _check_steps(steps, capturing: Mapping[str, bool], path: tuple, report: Repo
     ran: set[tuple[str, int]] = set()  # (session, graph) with a run since its creation
     ok, runs = True, 0
     for i, step in enumerate(steps):
-        where = (*path, i, step.action)
 
-        def refuse(message: str, expected: str) -> None:
+        def refuse(message: str, expected: str, at: tuple = (*path, i, step.action)) -> None:
             nonlocal ok
             ok = False
-            report(where, message, expected)
+            report(at, message, expected)
 
         if step.session not in capturing:
             refuse(f"unknown session {step.session!r}", f"one of {', '.join(sorted(capturing))}")

@@ -9,13 +9,10 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runner.errors import Problem
 from runner.measure import Tolerance
-
-if TYPE_CHECKING:  # its values are built from this module's
-    from runner.suite.scenarios import Scenario
 
 
 @dataclass(frozen=True)
@@ -290,7 +287,8 @@ class Suite:
     # Versions it names that loading could not check (only a registry knows them), where
     # each is spelt: `validate` says so.
     unchecked: tuple[Problem, ...] = ()
-    scenarios: tuple[Scenario, ...] = ()  # `scenarios:` (runner.suite.scenarios)
+    # `scenarios:`, runner.suite.scenarios.Scenario values (built from this module's)
+    scenarios: tuple[Any, ...] = ()
 
     def base_cells(self) -> list[tuple[ModelSpec, Shape, Layout, BackendTarget, str]]:
         """Every combination of the dimensions, less those an `exclude` entry matches."""

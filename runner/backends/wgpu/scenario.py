@@ -35,7 +35,7 @@ def run_scenario(device: Device, plan: ScenarioPlan, faults: Faults) -> Scenario
         )
         sessions: dict[str, Session] = {}
         captures: dict[str, dict[int, Capture]] = {}
-        for index, (step, feed) in enumerate(zip(scenario.steps, plan.feeds, strict=True)):
+        for index, step in enumerate(scenario.steps):
             if step.action == CREATE or step.action == RUN and step.session not in sessions:
                 sessions[step.session] = Session(device, prepared, 1000 + index)
                 captures[step.session] = {}
