@@ -27,6 +27,7 @@ from runner.selection import (
     find_case,
     load,
     select,
+    select_scenarios,
     versioned_backends,
 )
 
@@ -315,10 +316,11 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
         raise InvalidInput("--maxfail must be at least 1")
     selection = _selection(args)
     cases = select(selection, console.print)
-    if not cases:
+    scenarios = select_scenarios(selection)
+    if not cases and not scenarios:
         console.print("no cases selected")
         return ExitCode.NO_CASES
-    check_faults(cases, args.inject)
+    check_faults(cases, args.inject, scenarios)
     options = BackendOptions(
         runs=args.runs,
         timeout_s=args.timeout,
@@ -326,7 +328,7 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
         adapter=args.adapter,
         chromium=args.chromium,
     )
-    with run_reporter(console, len(cases), args.verbosity) as reporter:
+    with run_reporter(console, len(cases) + len(scenarios), args.verbosity) as reporter:
         summary = execute(
             cases,
             args.out,
@@ -336,6 +338,7 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
             args.run_timeout,
             maxfail=args.maxfail,
             listener=reporter,
+            scenarios=scenarios,
         )
     print_summary(console, summary, args.out)
     if args.report:

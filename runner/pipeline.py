@@ -29,6 +29,7 @@ from runner.history import CaseResult, RunFolder, RunRecord, RunStatus, SqliteHi
 from runner.listeners import RunListener, as_listener
 from runner.matrix import Case
 from runner.oracle import ReferenceCache
+from runner.scenario.step import ScenarioTarget, step_scenario
 from runner.verdicts import FAILING_OUTCOMES
 
 
@@ -113,6 +114,7 @@ def execute(
     run_timeout_s: float | None = None,
     maxfail: int | None = None,
     listener: RunListener | Iterable[RunListener] | None = None,
+    scenarios: Iterable[ScenarioTarget] = (),
 ) -> RunSummary:
     """Run `cases`, storing each result as it finishes under `out` (see reports/README.md).
 
@@ -120,18 +122,22 @@ def execute(
     Past `run_timeout_s`, or once `maxfail` results were unexpected, no further case starts and
     the run is marked incomplete. `listener` (one, several or none; ``runner.listeners``) hears
     of each case started and stored, each backend opened, and the notes of each backend
-    preparing what its cases need (installing versions).
+    preparing what its cases need (installing versions). `scenarios` run after the cases, on
+    the same backends, and are stored as cases are (``runner.scenario``).
     """
     listener = as_listener(listener)
-    cases = list(cases)
+    cases, scenarios = list(cases), list(scenarios)
     run_id = new_run_id()
-    suites = sorted({str(case.suite.path) for case in cases})
-    names = list(dict.fromkeys(case.backend.name for case in cases))
+    suites = sorted(
+        {str(case.suite.path) for case in cases} | {str(s.suite.path) for s in scenarios}
+    )
+    targets_of_run = [case.backend for case in cases] + [s.target for s in scenarios]
+    names = list(dict.fromkeys(target.name for target in targets_of_run))
     environment = base_environment([Path(s) for s in suites])
     run = RunRecord(
         run_id=run_id,
         started=_now(),
-        cases=len(cases),
+        cases=len(cases) + len(scenarios),
         suites=suites,
         suites_digest=suites_digest(suites),
         selection=selection or {},
@@ -154,7 +160,7 @@ def execute(
     try:
         with _Interrupts().installed() as interrupts, ExitStack() as closing:
             for name in names:
-                targets = list(dict.fromkeys(c.backend for c in cases if c.backend.name == name))
+                targets = list(dict.fromkeys(t for t in targets_of_run if t.name == name))
                 environment.update(REGISTRY[name].prepared(targets, listener.on_note))
             # All opened first, so that one booting in the background (wgpu's process) does so
             # while another runs cases; each one's environment is recorded once it has run one.
@@ -192,6 +198,14 @@ def execute(
                         f"{len(cases) - len(results)} case(s) not run"
                     )
                     break
+            for item in scenarios if status == RunStatus.COMPLETE else ():
+                backend = backends[item.target.name]
+                result = step_scenario(item, backend, oracle.references, options, run_id)
+                with interrupts.deferred():
+                    for store in stores:
+                        store.record(result)
+                results.append(result)
+                listener.on_result(result)
     except KeyboardInterrupt:
         status, message = RunStatus.INCOMPLETE, "interrupted; finished results are kept"
         interrupted = True

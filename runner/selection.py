@@ -9,6 +9,7 @@ case to each; the command line only turns its arguments into a ``Selection``.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from runner.matrix import (
     unversioned_id,
     with_predecessors,
 )
+from runner.scenario.step import ScenarioTarget
 from runner.suite import load_suites
 from runner.suite.spec import Suite
 from runner.verdicts import FAILING_OUTCOMES
@@ -125,9 +127,13 @@ def _last_failed(cases: list[Case], history: Path, say: Callable[[str], None]) -
     return rerun
 
 
-def check_faults(cases: list[Case], injected: Iterable[str]) -> None:
-    """Every fault named by --inject or a suite's `inject:` exists on its case's backend."""
-    faults = {name: REGISTRY[name].faults for name in sorted({c.backend.name for c in cases})}
+def check_faults(
+    cases: list[Case], injected: Iterable[str], scenarios: Iterable[ScenarioTarget] = ()
+) -> None:
+    """Every fault named by --inject or a suite's `inject:` exists on its case's backend (or,
+    --inject, on a scenario's)."""
+    names = {c.backend.name for c in cases} | {s.target.name for s in scenarios}
+    faults = {name: REGISTRY[name].faults for name in sorted(names)}
     every = sorted({fault for names in faults.values() for fault in names})
     unknown = sorted(set(injected) - set(every))
     if unknown:
@@ -168,3 +174,38 @@ def sequence_until(suite: Suite, case: Case, target: BackendTarget) -> list[Case
     ids = [c.id for c in sequence]
     wanted = dataclasses.replace(case, backend=target).id
     return sequence[: ids.index(wanted) + 1]
+
+
+def select_scenarios(selection: Selection) -> list[ScenarioTarget]:
+    """The suites' scenarios on each of their backends (the suite's, or `--backend`'s), on
+    exact versions, as filters select them: a glob on the id (``scenario=NAME/BACKEND``) or
+    ``key=glob`` on scenario, model, backend or bundle. A shard other than the first and
+    ``--lf`` select none."""
+    if selection.last_failed or selection.shard and not selection.shard.startswith("1/"):
+        return []
+    items = [
+        ScenarioTarget(suite, scenario, target)
+        for suite in load(selection)
+        for scenario in suite.scenarios
+        for target in (
+            scenario.backends if scenario.backends and not selection.backends else suite.backends
+        )
+    ]
+    exact = resolve_targets(item.target for item in items)
+    items = [dataclasses.replace(item, target=exact[item.target]) for item in items]
+    return [item for item in items if all(_scenario_matches(item, f) for f in selection.filters)]
+
+
+def _scenario_matches(item: ScenarioTarget, pattern: str) -> bool:
+    fields = {
+        "scenario": item.scenario.name,
+        "model": item.scenario.model.name,
+        "backend": item.target.id,
+        "bundle": item.target.bundle or "",
+    }
+    key, sep, glob = pattern.partition("=")
+    if sep:
+        return key in fields and fnmatch.fnmatchcase(fields[key], glob)
+    return fnmatch.fnmatchcase(
+        item.id, pattern if any(c in pattern for c in "*?[") else f"*{pattern}*"
+    )

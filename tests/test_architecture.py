@@ -241,7 +241,7 @@ def test_loading_the_bundled_suites_starts_no_process_and_opens_no_connection(mo
     monkeypatch.setattr(subprocess.Popen, "__init__", forbidden)
     monkeypatch.setattr(socket.socket, "connect", forbidden)
     suites = load_suites([REPO / "suites"])
-    assert len(suites) == 8
+    assert len(suites) == 9
 
 
 def test_the_command_line_parses_and_selection_selects():
@@ -260,7 +260,8 @@ def test_the_command_line_parses_and_selection_selects():
 def test_only_the_case_step_builds_evidence():
     """The judge sees one kind of evidence however a case ran: the run, repro's reruns and the
     benchmarks all step cases through ``runner.casestep``; a bundle, which holds no case, has
-    its steps' evidence built from its files by ``runner.repro.judging``."""
+    its steps' evidence built from its files by ``runner.repro.judging``, and a scenario,
+    whose sessions are no cases, its runs' by ``runner.scenario.judging``."""
     builders = set()
     for path in [*RUNNER.rglob("*.py"), *(REPO / "bench").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -269,7 +270,11 @@ def test_only_the_case_step_builds_evidence():
                 name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
                 if name == "Evidence":
                     builders.add(path.relative_to(REPO).as_posix())
-    assert builders == {"runner/casestep.py", "runner/repro/judging.py"}
+    assert builders == {
+        "runner/casestep.py",
+        "runner/repro/judging.py",
+        "runner/scenario/judging.py",
+    }
 
 
 def test_the_suite_loader_reaches_the_backends_in_one_function_only():

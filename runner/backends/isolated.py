@@ -22,6 +22,7 @@ from runner.backends.base import (
     case_timeout,
     resolve,
 )
+from runner.backends.sequence import ScenarioPlan, ScenarioRun
 from runner.errors import EnvironmentUnusable
 
 if TYPE_CHECKING:  # annotations only: the matrix and workloads are built before any backend
@@ -120,6 +121,20 @@ class IsolatedBackend:
                 status="error",
                 message=f"the {self.name} process died (exit "
                 f"status {code}) while running the case; it was restarted",
+            )
+
+    def run_scenario(self, plan: ScenarioPlan) -> ScenarioRun:
+        try:
+            return self._call("run_scenario", plan, timeout_s=plan.timeout_s + GRACE_S)
+        except TimeoutError as hung:
+            self._restart()
+            return ScenarioRun("timeout", f"{hung}; it was restarted")
+        except (EOFError, OSError):  # the child died mid-scenario, e.g. a native panic
+            self._child.join()
+            code = self._child.exitcode
+            self._restart()
+            return ScenarioRun(
+                "error", f"the {self.name} process died (exit status {code}); it was restarted"
             )
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ import jsonschema
 
 from runner.errors import InvalidInput, Problem
 from runner.suite.optests import DEFAULT_OPSET, op_test_files, read_op_tests
+from runner.suite.scenarios import Scenario, parse_scenario
 from runner.suite.spec import (
     DEFAULT_LAYOUT,
     MODES,
@@ -250,6 +251,7 @@ class _Builder:
         capture = data.get("capture", ["eager", "capture"])
         capture = [capture] if isinstance(capture, str) else capture
         self.check_matrix_entries(models, layouts, backends)
+        scenarios = self.scenarios(data.get("scenarios", ()), models, shapes)
         suite = Suite(
             name=data.get("name", self.file.stem),
             path=self.file.resolve(),
@@ -267,6 +269,7 @@ class _Builder:
             timeout_s=float(data.get("timeout", 120.0)),
             buffers=BufferModes(**data.get("buffers", {})),
             own_builds=frozenset(target.build_id for target in backends),
+            scenarios=scenarios,
             unchecked=tuple(
                 dict.fromkeys(
                     dataclasses.replace(
@@ -583,9 +586,43 @@ class _Builder:
             self.problem(path + ("range",), f"range [{low}, {high}) is empty", "low < high")
         return InputSpec(spec.get("dtype"), low, high, spec.get("fill"), spec.get("seed"), npy)
 
-    def backend(self, index: int, spec: str | dict) -> tuple[BackendTarget, ...]:
-        """The targets of ``backends[index]``, each knowing where its version is spelt; a
-        version only a registry can resolve stays unresolved."""
+    def scenarios(self, specs, models: tuple, shapes: tuple) -> tuple[Scenario, ...]:
+        """The `scenarios:` entries (runner.suite.scenarios), names unique."""
+        by_name = {model.name: model for model in models}
+        parsed = []
+        for i, spec in enumerate(specs):
+            path = ("scenarios", i)
+            if spec["name"] in {s["name"] for s in specs[:i]}:
+                self.problem((*path, "name"), f"scenario {spec['name']!r} again", "unique names")
+            model = by_name.get(spec.get("model"))
+            if model is not None and model.builtin == "decoder":
+                self.problem(
+                    (*path, "model"),
+                    f"model {model.name!r} is a decoder, whose runs its generation loop sets",
+                    "an encoder or a model file",
+                )
+                continue
+            backends = tuple(
+                t for j, b in enumerate(spec.get("backends", ())) for t in self.backend(j, b, path)
+            )
+            scenario = parse_scenario(
+                spec,
+                path,
+                by_name,
+                lambda model: (model.shapes or shapes or (STATIC_SHAPE,))[0],
+                backends,
+                lambda at: self.located.where(at)[0],
+                lambda at, message, expected: self.problem(at, message, expected),
+            )
+            parsed += [scenario] if scenario else []
+        return tuple(parsed)
+
+    def backend(
+        self, index: int, spec: str | dict, within: tuple = ()
+    ) -> tuple[BackendTarget, ...]:
+        """The targets of ``backends[index]`` (of the entry at `within`: a scenario's), each
+        knowing where its version is spelt; a version only a registry can resolve stays
+        unresolved."""
         # Deferred: the registry's descriptors import this package's values (BackendTarget).
         from runner.backends import REGISTRY
         from runner.backends.base import TargetProblem
@@ -595,7 +632,7 @@ class _Builder:
             targets = REGISTRY[spec["name"]].targets(spec, self.file.parent)
         except TargetProblem as problem:
             for where, message, expected in problem.problems:
-                self.problem(("backends", index, *where), message, expected)
+                self.problem((*within, "backends", index, *where), message, expected)
             return ()
         declared = spec.get("version")
         if isinstance(declared, str):
@@ -604,7 +641,7 @@ class _Builder:
             spelt = [(text, ("version", i)) for i, text in enumerate(declared or [])]
         sources = {}
         for text, path in spelt:
-            line, column = self.located.where(("backends", index, *path))
+            line, column = self.located.where((*within, "backends", index, *path))
             sources[text] = Problem(self.file, line, column, "")
         return tuple(
             dataclasses.replace(target, source=sources.get(target.declared)) for target in targets

@@ -339,6 +339,8 @@ class Suite:
     # Versions it names that loading could not check (only a registry knows them), where
     # each is spelt: `validate` says so.
     unchecked: tuple[Problem, ...] = ()
+    # `scenarios:`, runner.suite.scenarios.Scenario values (built from this module's)
+    scenarios: tuple[Any, ...] = ()
 
     def base_cells(self) -> list[tuple[ModelSpec, Shape, Layout, BackendTarget, str]]:
         """Every combination of the dimensions, less those an `exclude` entry matches."""

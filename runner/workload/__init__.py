@@ -72,9 +72,12 @@ class _Variant:
     digest: bytes  # sha256 of `data`
 
 
-def materialize(case: Case, runs: int | None = None) -> Workload:
+def materialize(
+    case: Case, runs: int | None = None, schedule: tuple[Feed, ...] | None = None
+) -> Workload:
     """The model variant for the case's layout and its inputs at the case's shape; with `runs`,
-    the input sequence of that many rounds of its graphs too (``input_schedule``)."""
+    the input sequence of that many rounds of its graphs too (``input_schedule``); with
+    `schedule`, that sequence (a scenario's runs)."""
     spec = case.model
     if spec.op_test is not None:
         return _with_schedule(_op_test_workload(case), runs, case.graphs, _vary_op_test)
@@ -111,6 +114,7 @@ def materialize(case: Case, runs: int | None = None) -> Workload:
         runs,
         case.graphs,
         lambda _, drawn: make_inputs(variant.model, specs, shape, seed, drawn),
+        schedule,
     )
 
 
@@ -156,13 +160,13 @@ def _decode_steps(params: DecoderParams, loop: GenerationLoop, layout: Layout) -
     return generate_reference(model, params, prompt.tolist(), loop.steps)
 
 
-def _with_schedule(workload: Workload, runs, graphs: int, vary) -> Workload:
-    """`workload` with the input sequence of `runs` rounds (none when `runs` is None);
-    ``vary(workload, variant)`` makes one variant's inputs. The key stays the base inputs' (the
-    oracle keys each variant apart: ``variant_key``)."""
-    if runs is None:
+def _with_schedule(workload: Workload, runs, graphs: int, vary, schedule=None) -> Workload:
+    """`workload` with the input sequence of `runs` rounds, or `schedule` (none when both are
+    None); ``vary(workload, variant)`` makes one variant's inputs. The key stays the base inputs'
+    (the oracle keys each variant apart: ``variant_key``)."""
+    if runs is None and schedule is None:
         return workload
-    schedule = input_schedule(runs, graphs)
+    schedule = schedule or input_schedule(runs, graphs)
     variants = {
         feed.variant: vary(workload, feed.variant) for feed in schedule if feed.variant != BASE
     }

@@ -29,8 +29,10 @@ from runner.backends.ortweb.package import (
 )
 from runner.backends.ortweb.server import AssetServer
 from runner.backends.ortweb.trace import build_trace, call_counts
+from runner.backends.sequence import ScenarioPlan, ScenarioRun, StepRun
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
+from runner.suite.scenarios import RELEASE_GRAPH
 from runner.workload import Workload
 
 if TYPE_CHECKING:  # page.py imports playwright: at run time only once _start() found it
@@ -80,36 +82,10 @@ class OrtWebBackend:
     def run(self, case: Case, workload: Workload) -> BackendRun:
         from runner.backends.ortweb.page import CaseTimedOut, PageBroken
 
-        bundle = case.backend.bundle or DEFAULT_BUILD
-        version = case.backend.version or pinned_version()
-        details = {"bundle": bundle, "ort_web_version": version}
-        try:
-            package = self._package(version)
-        except EnvironmentUnusable as failed:  # this version, not the machine: its cases fail
-            return BackendRun(status="error", message=str(failed), details=details)
-        if package.layout_problem():
-            return BackendRun(status="error", message=package.layout_problem(), details=details)
-        if package.builds()[bundle]:
-            message = (
-                f"onnxruntime-web {version} has no {bundle} build "
-                f"(its dist/ lacks {package.builds()[bundle].removeprefix('dist/')})"
-            )
-            return BackendRun(status="skipped", message=message, details=details)
-        unsupported = sorted(
-            f"{name} ({array.dtype})"
-            for name, array in workload.inputs.items()
-            if array.dtype.name not in DESCRIPTOR.element_types
-        )
-        if unsupported:
-            message = f"inputs of types onnxruntime-web cannot take: {', '.join(unsupported)}"
-            return BackendRun(status="error", message=message, details=details)
-        try:
-            page = self._loaded_page(version, bundle)
-        except PageBroken as broken:
-            return BackendRun(status="error", message=str(broken), details=details)
-        if "shader-f16" not in self.adapter["features"] and _uses_float16(workload):
-            message = "float16 model or inputs, and the WebGPU adapter lacks shader-f16"
-            return BackendRun(status="skipped", message=message, details=details)
+        details = _details(case.backend)
+        page, status, message = self._page_for(case.backend, workload)
+        if page is None:
+            return BackendRun(status=status, message=message, details=details)
         try:
             spec, registered = self._case_spec(case, workload)
         except ValueError as unknown:  # an output shape pre-allocation needs
@@ -124,6 +100,129 @@ class OrtWebBackend:
             for path in registered:
                 self._server.unregister(path)
         return _backend_run(result, workload, details, case)
+
+    def run_scenario(self, plan: ScenarioPlan) -> ScenarioRun:
+        """A scenario's steps in the build's page (harness.js ``runScenario``)."""
+        from runner.backends.ortweb.page import CaseTimedOut, PageBroken
+
+        details = _details(plan.target)
+        if any(step.action == RELEASE_GRAPH for step in plan.scenario.steps):
+            message = "onnxruntime-web has no API to release a captured graph (only a session)"
+            return ScenarioRun("skipped", message, details=details)
+        page, status, message = self._page_for(plan.target, plan.workload)
+        if page is None:
+            return ScenarioRun(status, message, details=details)
+        try:
+            spec, registered = self._scenario_spec(plan)
+        except ValueError as unknown:  # an output shape pre-allocation needs
+            return ScenarioRun("error", str(unknown), details=details)
+        try:
+            result = page.scenario(spec, plan.timeout_s)
+        except CaseTimedOut as timeout:
+            return ScenarioRun("timeout", str(timeout), details=details)
+        except PageBroken as broken:
+            return ScenarioRun("error", str(broken), details=details)
+        finally:
+            for path in registered:
+                self._server.unregister(path)
+        steps = tuple(
+            StepRun(
+                {name: _array(step["outputs"][name]) for name in plan.workload.output_names},
+                step["counts"].get("createBindGroup", 0),
+                step["counts"].get("uniformWrites", 0),
+                step["counts"].get("createBindGroup", 0) > 0,
+            )
+            if "outputs" in step
+            else StepRun()
+            for step in result["steps"]
+        )
+        message = result["message"]
+        if result.get("deviceLost"):
+            message = f"WebGPU device lost ({result['deviceLost']}): {message}"
+        return ScenarioRun(result["status"], message, steps, details)
+
+    def _scenario_spec(self, plan: ScenarioPlan) -> tuple[dict[str, Any], list[str]]:
+        """What harness.js's ``runScenario`` needs, and the server paths registered for it."""
+        scenario, workload = plan.scenario, plan.workload
+        preallocated = any(s.outputs != "none" for s in scenario.sessions)
+        outputs = output_specs(workload) if preallocated else None  # first: it may raise
+        variants = list(dict.fromkeys(feed.variant for feed in plan.feeds if feed is not None))
+        registered = [self._server.register(workload.model)]
+        urls = []
+        for variant in variants:
+            urls.append([])
+            for array in workload.inputs_of(variant).values():
+                urls[-1].append(self._server.register(np.asarray(array, order="C").tobytes()))
+                registered.append(urls[-1][-1])
+        spec = {
+            "key": workload.key,
+            "model": registered[0],
+            "inputs": [
+                {"name": name, "type": array.dtype.name, "dims": np.shape(array)}
+                for name, array in workload.inputs.items()
+            ],
+            "outputNames": list(workload.output_names),
+            "outputs": outputs,
+            "freeDimensionOverrides": dict(workload.shape),
+            "variants": urls,
+            "sessions": {
+                s.name: {
+                    "capture": s.capture,
+                    "outputs": s.outputs,
+                    "location": s.location,
+                    "graphs": scenario.graphs(s.name),
+                }
+                for s in scenario.sessions
+            },
+            "steps": [
+                {
+                    "action": step.action,
+                    "session": step.session,
+                    "graph": step.graph,
+                    "inputs": step.inputs,
+                    "hold": step.hold,
+                    "variant": None if feed is None else variants.index(feed.variant),
+                }
+                for step, feed in zip(scenario.steps, plan.feeds, strict=True)
+            ],
+        }
+        return spec, registered
+
+    def _page_for(self, target, workload: Workload) -> tuple[BundlePage | None, str, str]:
+        """The page of `target`'s build and version, loaded; or None, the status and why it
+        cannot run `workload` (no such build, input types, no shader-f16, a broken page)."""
+        from runner.backends.ortweb.page import PageBroken
+
+        bundle = target.bundle or DEFAULT_BUILD
+        version = target.version or pinned_version()
+        try:
+            package = self._package(version)
+        except EnvironmentUnusable as failed:  # this version, not the machine: its cases fail
+            return None, "error", str(failed)
+        if package.layout_problem():
+            return None, "error", package.layout_problem()
+        if package.builds()[bundle]:
+            message = (
+                f"onnxruntime-web {version} has no {bundle} build "
+                f"(its dist/ lacks {package.builds()[bundle].removeprefix('dist/')})"
+            )
+            return None, "skipped", message
+        unsupported = sorted(
+            f"{name} ({array.dtype})"
+            for name, array in workload.inputs.items()
+            if array.dtype.name not in DESCRIPTOR.element_types
+        )
+        if unsupported:
+            message = f"inputs of types onnxruntime-web cannot take: {', '.join(unsupported)}"
+            return None, "error", message
+        try:
+            page = self._loaded_page(version, bundle)
+        except PageBroken as broken:
+            return None, "error", str(broken)
+        if "shader-f16" not in self.adapter["features"] and _uses_float16(workload):
+            message = "float16 model or inputs, and the WebGPU adapter lacks shader-f16"
+            return None, "skipped", message
+        return page, "ok", ""
 
     def close(self) -> None:
         """Stop pages, browser, Playwright and server; safe to call more than once."""
@@ -275,6 +374,13 @@ def _backend_run(
         trace=trace,
         details={**details, **call_counts(result), "reused_session": result["reusedSession"]},
     )
+
+
+def _details(target) -> dict[str, Any]:
+    return {
+        "bundle": target.bundle or DEFAULT_BUILD,
+        "ort_web_version": target.version or pinned_version(),
+    }
 
 
 def _timings(timings: Mapping[str, Any], runs: int) -> Timings:

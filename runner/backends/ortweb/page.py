@@ -62,6 +62,18 @@ class BundlePage:
         Sessions of the case's layout-change ``sequence`` stay alive; the first case of another
         sequence releases the earlier one's, so a long run does not pile up GPU memory.
         """
+        spec = {**spec, "newSequence": sequence != self.sequence}
+        self.sequence = sequence
+        return self._evaluate("harness.run", spec, timeout_s)
+
+    def scenario(self, spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Run one scenario (harness.js's ``runScenario``): it releases the sessions cases left
+        and its own at its end. Returns its result, or raises CaseTimedOut or PageBroken."""
+        self.sequence = None
+        return self._evaluate("harness.scenario", spec, timeout_s)
+
+    def _evaluate(self, function: str, spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """`function(spec, ms)` in the page, killing its renderer if it outlives `timeout_s`."""
         page = self._load()
         killed = threading.Event()
 
@@ -70,13 +82,11 @@ class BundlePage:
             browser.kill_renderers()
 
         watchdog = threading.Timer(timeout_s + KILL_GRACE_S, kill_stuck_renderer)
-        spec = {**spec, "newSequence": sequence != self.sequence}
-        self.sequence = sequence
         watchdog.start()
         try:
             result = json.loads(
                 page.evaluate(
-                    "([spec, ms]) => harness.run(spec, ms)", [spec, round(timeout_s * 1000)]
+                    f"([spec, ms]) => {function}(spec, ms)", [spec, round(timeout_s * 1000)]
                 )
             )
         except Error as error:

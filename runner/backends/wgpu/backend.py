@@ -15,10 +15,12 @@ import wgpu
 import wgpu.backends.wgpu_native
 
 from runner.backends.base import BackendOptions, BackendRun, Timings, Trace, case_timeout
+from runner.backends.sequence import ScenarioPlan, ScenarioRun
 from runner.backends.wgpu.device import Device, adapter_environment, digest
 from runner.backends.wgpu.executor import Capture, Session
 from runner.backends.wgpu.faults import CAPTURE_FALLS_BACK_TO_EAGER, Faults
 from runner.backends.wgpu.prepare import prepare
+from runner.backends.wgpu.scenario import run_scenario
 from runner.backends.wgpu.tensors import DeviceTypeError, UnsupportedOp
 from runner.backends.wgpu.trace import case_trace, logged_errors
 from runner.errors import EnvironmentUnusable
@@ -61,6 +63,12 @@ class WgpuBackend:
             except Exception as error:
                 trace = Trace(errors=tuple(errors))
                 return BackendRun("error", message=f"{type(error).__name__}: {error}", trace=trace)
+
+    def run_scenario(self, plan: ScenarioPlan) -> ScenarioRun:
+        """A scenario's steps on the device (``scenario``); never raises for its own failure."""
+        device = self._device(self.options.adapter or plan.target.adapter)
+        with logged_errors():
+            return run_scenario(device, plan, Faults.of(plan.inject, self.options.inject))
 
     def close(self) -> None:
         for device in self._devices.values():

@@ -237,6 +237,9 @@ const createSession = async (spec) => {
   if (capture) {
     Object.assign(options, {enableGraphCapture: true, preferredOutputLocation: 'gpu-buffer'});
   }
+  if (spec.outputLocation) { // a scenario's session says where its outputs stay
+    options.preferredOutputLocation = spec.outputLocation;
+  }
   tracer.begin('session');
   let session;
   const start = performance.now();
@@ -377,6 +380,93 @@ const runCase = async (spec) => {
   };
 };
 
+/**
+ * A scenario's steps (runner/scenario): sessions by name, each created by its first step; a run
+ * writes its inputs as the step says and reads its outputs, disposing them unless it holds
+ * them. Every step's outputs and WebGPU call counts are returned; a step that throws ends the
+ * scenario with its number. Everything is released at the end, held outputs included.
+ */
+const runScenario = async (spec) => {
+  retireSessions();
+  await releaseRetired();
+  const variants = await Promise.all(spec.variants.map((urls) => Promise.all(urls.map(fetchBytes))));
+  const live = new Map(); // session name -> entry
+  const held = new Map(); // session name -> its held output tensors
+  const steps = [];
+  const dispose = (name) => {
+    for (const tensor of held.get(name) || []) {
+      tensor.dispose();
+    }
+    held.delete(name);
+  };
+  try {
+    for (const [i, step] of spec.steps.entries()) {
+      const session = spec.sessions[step.session];
+      const sessionSpec = {
+        ...spec,
+        mode: session.capture ? 'capture' : 'eager',
+        outputLocation: session.location,
+        sessionName: `scenario/${step.session}`,
+        buffers: {inputs: step.inputs === 'fresh' ? 'fresh' : 'rewrite', outputs: session.outputs},
+        outputs: session.outputs === 'none' ? undefined : spec.outputs,
+        graphs: session.graphs,
+        faults: [],
+      };
+      try {
+        if (step.action === 'create' || (step.action === 'run' && !live.has(step.session))) {
+          const created = await createSession(sessionSpec);
+          if (created.failed) {
+            return {...created.failed, steps, failedStep: i};
+          }
+          live.set(step.session, created.entry);
+        }
+        if (step.action === 'dispose') {
+          dispose(step.session);
+        } else if (step.action === 'release') {
+          await releaseEntry(live.get(step.session));
+          live.delete(step.session);
+        }
+        if (step.action !== 'run') {
+          steps.push({});
+          continue;
+        }
+        const entry = live.get(step.session);
+        const {feeds, fetches, readers} = runArguments(entry, sessionSpec, step.graph, variants[step.variant]);
+        tracer.begin('run');
+        const results = await (session.graphs > 1
+          ? entry.session.run(feeds, fetches, {extra: {gpu_graph_id: String(step.graph)}})
+          : entry.session.run(feeds, fetches));
+        const record = tracer.end();
+        const outputs = {};
+        for (const outputName of spec.outputNames) {
+          const tensor = results[outputName];
+          const data = await (readers ? readers[outputName]() : tensor.getData());
+          outputs[outputName] = {type: tensor.type, dims: tensor.dims, data: toBase64(data)};
+          if (!readers && tensor.location === 'gpu-buffer' && !step.hold) {
+            tensor.dispose();
+          } else if (!readers && step.hold) {
+            held.set(step.session, [...(held.get(step.session) || []), tensor]);
+          }
+        }
+        steps.push({outputs, counts: record.counts});
+      } catch (error) {
+        tracer.end();
+        const message = String(error && error.message ? error.message : error).replace(/\s+/g, ' ');
+        return {status: 'error', message, steps, failedStep: i};
+      }
+    }
+    return {status: 'ok', message: '', steps};
+  } finally {
+    for (const name of [...held.keys()]) {
+      dispose(name);
+    }
+    for (const entry of live.values()) {
+      await releaseEntry(entry).catch(() => {});
+    }
+    Object.keys(spec.sessions).forEach((name) => faults.forget(`scenario/${name}`));
+  }
+};
+
 /** What the page's WebGPU adapter is, or null when there is none. */
 const adapterInfo = async () => {
   const adapter = navigator.gpu && (await navigator.gpu.requestAdapter());
@@ -430,6 +520,21 @@ window.harness = {
       }
       // A wasm abort or trap leaves ORT's module dead: every later case in this page would fail
       // (the C++ builds abort on a Concat of a zero-sized input of lower rank, measured).
+      result.aborted = result.status !== 'ok' && /\bAborted\(|\bunreachable\b/.test(result.message);
+    }
+    return JSON.stringify(result);
+  },
+  /** Runs one scenario (`runScenario`); its result as JSON text, as `run` returns a case's. */
+  async scenario(spec, timeoutMs) {
+    const job = runScenario(spec).catch((error) => ({
+      status: 'error',
+      message: String(error && error.message ? error.message : error),
+      steps: [],
+    }));
+    const result = await withDeadline(job, timeoutMs);
+    if (result.status !== 'timeout') {
+      Object.assign(result, tracer.drain());
+      result.deviceLost = tracer.deviceLost;
       result.aborted = result.status !== 'ok' && /\bAborted\(|\bunreachable\b/.test(result.message);
     }
     return JSON.stringify(result);

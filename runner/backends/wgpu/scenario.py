@@ -1,0 +1,85 @@
+"""A scenario's steps on one device: sessions of one prepared plan, each with buffers of its own.
+
+A capture session records a graph on its first run of that graph and replays it after;
+``release-graph`` drops the recording (the next run records again), ``release`` the session
+(``create`` or its next run makes a new one, on new buffers). Outputs are read back to the host
+as they are made, so ``hold`` and ``dispose`` have nothing to keep alive here.
+"""
+
+from __future__ import annotations
+
+import time
+
+from runner.backends.sequence import ScenarioPlan, ScenarioRun, StepRun
+from runner.backends.wgpu.device import Device
+from runner.backends.wgpu.executor import Capture, Session
+from runner.backends.wgpu.faults import Faults
+from runner.backends.wgpu.prepare import prepare
+from runner.backends.wgpu.tensors import DeviceTypeError, UnsupportedOp
+from runner.suite.scenarios import CREATE, RELEASE, RELEASE_GRAPH, RUN
+from runner.suite.spec import BufferModes
+
+
+def run_scenario(device: Device, plan: ScenarioPlan, faults: Faults) -> ScenarioRun:
+    workload, scenario = plan.workload, plan.scenario
+    deadline = time.perf_counter() + plan.timeout_s
+    steps: list[StepRun] = []
+    try:
+        prepared = prepare(
+            workload.model,
+            workload.inputs,
+            workload.uniform_order,
+            workload.output_names,
+            workload.shape,
+            faults.kernel,
+        )
+        sessions: dict[str, Session] = {}
+        captures: dict[str, dict[int, Capture]] = {}
+        for index, step in enumerate(scenario.steps):
+            if step.action == CREATE or step.action == RUN and step.session not in sessions:
+                sessions[step.session] = Session(device, prepared, 1000 + index)
+                captures[step.session] = {}
+            if step.action == RUN:
+                steps.append(
+                    _run(sessions[step.session], captures[step.session], plan, index, faults)
+                )
+            else:
+                if step.action == RELEASE_GRAPH:
+                    dropped = captures[step.session].pop(step.graph, None)
+                    if dropped is not None:
+                        device.captures.pop(dropped.key, None)
+                elif step.action == RELEASE:
+                    sessions.pop(step.session)
+                    for dropped in captures.pop(step.session).values():
+                        device.captures.pop(dropped.key, None)
+                steps.append(StepRun())
+            if time.perf_counter() > deadline:
+                return ScenarioRun(
+                    "timeout", f"over the time limit after step {index + 1}", tuple(steps)
+                )
+    except (UnsupportedOp, DeviceTypeError) as error:
+        return ScenarioRun("unsupported-op", str(error), tuple(steps))
+    except Exception as error:  # the step's own failure: the scenario's result names it
+        return ScenarioRun("error", f"{type(error).__name__}: {error}", tuple(steps))
+    details = {"faults": sorted(faults.names)} if faults.names else {}
+    return ScenarioRun("ok", "", tuple(steps), details)
+
+
+def _run(
+    session: Session, captures: dict[int, Capture], plan: ScenarioPlan, index: int, faults: Faults
+) -> StepRun:
+    step, feed = plan.scenario.steps[index], plan.feeds[index]
+    spec = plan.scenario.session(step.session)
+    inputs = plan.workload.inputs_of(feed.variant)
+    before = session.device.counters.snapshot()
+    records = False
+    if spec.capture:
+        records = feed.graph not in captures
+        if records:
+            captures[feed.graph] = session.capture(faults, feed.graph, inputs)[0]
+        modes = BufferModes("fresh" if step.inputs == "fresh" else "rewrite", spec.outputs)
+        outputs, _ = session.replay(captures[feed.graph], inputs, index, modes)
+    else:
+        outputs, _ = session.run_eager(inputs)
+    after = session.device.counters.snapshot()
+    return StepRun(outputs, after[0] - before[0], after[1] - before[1], records)

@@ -1,0 +1,187 @@
+"""A suite's ``scenarios:``: named sessions of one model and a list of steps over them.
+
+A scenario is data (sessions, then steps), so that a generator can build one as well as a YAML
+file: ``parse_scenarios`` checks what the schema cannot (a session a step names, a step on a
+released session, ``inputs: same`` with nothing to repeat) and says where, FILE:LINE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from runner.measure import Tolerance
+from runner.suite.spec import BackendTarget, Expectation, ModelSpec, Shape
+
+RUN, DISPOSE, RELEASE_GRAPH, RELEASE, CREATE = (
+    "run",
+    "dispose",
+    "release-graph",
+    "release",
+    "create",
+)
+ACTIONS = (RUN, DISPOSE, RELEASE_GRAPH, RELEASE, CREATE)
+
+
+@dataclass(frozen=True)
+class ScenarioSession:
+    name: str
+    capture: bool = True
+    outputs: str = "none"  # pre-allocated outputs: none | rewrite | fresh (as `buffers:`)
+    location: str = "gpu-buffer"  # where outputs the backend allocates stay: gpu-buffer | cpu
+
+
+@dataclass(frozen=True)
+class ScenarioStep:
+    action: str  # one of ACTIONS
+    session: str
+    graph: int = 0
+    inputs: str = "rewrite"  # run: rewrite | fresh | same
+    hold: bool = False  # run: keep its outputs alive
+    line: int | None = None  # where the step is written
+
+    def describe(self) -> str:
+        """The step as YAML says it, in one line."""
+        extra = [f"graph: {self.graph}"] if self.graph and self.action != CREATE else []
+        if self.action == RUN:
+            extra += [f"inputs: {self.inputs}"] * (self.inputs != "rewrite")
+            extra += ["hold: true"] * self.hold
+        return ", ".join([f"{self.action}: {self.session}", *extra])
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    model: ModelSpec
+    shape: Shape
+    sessions: tuple[ScenarioSession, ...]
+    steps: tuple[ScenarioStep, ...]
+    backends: tuple[BackendTarget, ...]  # (): the suite's
+    expectation: Expectation = Expectation()
+    tolerance: Tolerance | None = None  # None: the suite's
+    line: int | None = None
+
+    def session(self, name: str) -> ScenarioSession:
+        return next(s for s in self.sessions if s.name == name)
+
+    def graphs(self, session: str) -> int:
+        """How many graph ids the session's steps name."""
+        return 1 + max((s.graph for s in self.steps if s.session == session), default=0)
+
+
+# (path in the suite, message, expected): a problem the loader reports at that path's line
+Report = Callable[[tuple, str, str], None]
+
+
+def parse_scenario(
+    spec: Mapping,
+    path: tuple,
+    models: Mapping[str, ModelSpec],
+    default_shape: Callable[[ModelSpec], Shape],
+    backends: tuple[BackendTarget, ...],
+    line: Callable[[tuple], int],
+    report: Report,
+) -> Scenario | None:
+    """A scenario from its (schema-valid) entry at `path`; None after reporting its problems."""
+    model = models.get(spec["model"])
+    if model is None or model.op_test is not None:
+        known = ", ".join(n for n, m in models.items() if m.op_test is None)
+        report((*path, "model"), f"unknown model {spec['model']!r}", f"one of {known}")
+        return None
+    sessions = tuple(
+        ScenarioSession(
+            name,
+            session.get("capture", True),
+            session.get("outputs", "none"),
+            session.get("location", "gpu-buffer" if session.get("capture", True) else "cpu"),
+        )
+        for name, session in spec["sessions"].items()
+    )
+    for session in sessions:
+        if not session.capture and session.outputs != "none":
+            report(
+                (*path, "sessions", session.name, "outputs"),
+                f"session {session.name!r} pre-allocates outputs without capture",
+                "outputs: none, or capture: true",
+            )
+    steps = tuple(_step(entry, line((*path, "steps", i))) for i, entry in enumerate(spec["steps"]))
+    capturing = {s.name: s.capture for s in sessions}
+    if _check_steps(steps, capturing, (*path, "steps"), report):
+        shape = Shape(tuple(spec["shape"].items())) if "shape" in spec else default_shape(model)
+        expect = spec.get("expect", "pass")
+        return Scenario(
+            spec["name"],
+            model,
+            shape,
+            sessions,
+            steps,
+            backends,
+            Expectation(
+                frozenset([expect] if isinstance(expect, str) else expect),
+                spec.get("bug"),
+                spec.get("reason"),
+            ),
+            Tolerance(**spec["tolerance"]) if "tolerance" in spec else None,
+            line(path),
+        )
+    return None
+
+
+def _step(entry: Mapping, line: int) -> ScenarioStep:
+    action = next(a for a in ACTIONS if a in entry)
+    return ScenarioStep(
+        action,
+        entry[action],
+        entry.get("graph", 0),
+        entry.get("inputs", "rewrite"),
+        entry.get("hold", False),
+        line,
+    )
+
+
+def _check_steps(steps, capturing: Mapping[str, bool], path: tuple, report: Report) -> bool:
+    """Whether every step names a session in a state it can act on; reports each that does not."""
+    alive: set[str] = set()
+    ran: set[tuple[str, int]] = set()  # (session, graph) with a run since its creation
+    ok, runs = True, 0
+    for i, step in enumerate(steps):
+
+        def refuse(message: str, expected: str, at: tuple = (*path, i, step.action)) -> None:
+            nonlocal ok
+            ok = False
+            report(at, message, expected)
+
+        if step.session not in capturing:
+            refuse(f"unknown session {step.session!r}", f"one of {', '.join(sorted(capturing))}")
+            continue
+        if (step.graph or step.action == RELEASE_GRAPH) and not capturing[step.session]:
+            refuse(f"session {step.session!r} captures no graph", "a session with capture: true")
+            continue
+        if step.action == CREATE:
+            if step.session in alive:
+                refuse(f"session {step.session!r} exists already", "`release:` before `create:`")
+            alive.add(step.session)
+            continue
+        if step.action == RUN and step.session not in alive:
+            if any(s.session == step.session and s.action == RELEASE for s in steps[:i]):
+                refuse(f"session {step.session!r} was released", "`create:` before this run")
+                continue
+            alive.add(step.session)  # a session's first run creates it
+        if step.session not in alive:
+            refuse(f"session {step.session!r} does not exist here", "a step after its first run")
+            continue
+        if step.action == RUN:
+            runs += 1
+            if step.inputs == "same" and (step.session, step.graph) not in ran:
+                refuse(
+                    f"inputs: same, but session {step.session!r} has not run graph {step.graph}",
+                    "an earlier run of this session and graph",
+                )
+            ran.add((step.session, step.graph))
+        elif step.action == RELEASE:
+            alive.discard(step.session)
+            ran = {r for r in ran if r[0] != step.session}
+    if ok and not runs:
+        report(path, "no step runs a session", "at least one `run:` step")
+        return False
+    return ok

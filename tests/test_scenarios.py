@@ -1,0 +1,144 @@
+"""Scenarios: the vocabulary's FILE:LINE errors, the feeds, a wgpu scenario clean and with an
+injected fault (naming the failing step), and the held-output TypeError on onnxruntime-web."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runner.errors import InvalidInput
+from runner.scenario.feeds import scenario_feeds
+from runner.schedule import Feed
+from runner.suite.loader import load_suite
+
+REPO = Path(__file__).resolve().parents[1]
+
+HEADER = """name: scenarios
+models:
+  enc:
+    builtin: encoder
+    layers: 1
+shapes: [{batch: 1, sequence: 8}]
+backends: [wgpu]
+exclude: [{model: enc}]
+scenarios:
+  - name: s
+    model: enc
+    sessions:
+      p: {outputs: rewrite}
+      h: {}
+    steps:
+"""
+
+CLEAN_STEPS = """      - run: p
+      - run: h
+        hold: true
+      - run: p
+      - run: p
+        inputs: fresh
+      - run: p
+        inputs: same
+      - run: p
+        graph: 1
+      - release-graph: p
+      - run: p
+      - dispose: h
+      - release: p
+      - create: p
+      - run: p
+"""
+
+
+def _suite(tmp_path: Path, steps: str) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(HEADER + steps)
+    return path
+
+
+def _problems(path: Path) -> list[tuple[int, str]]:
+    with pytest.raises(InvalidInput) as raised:
+        load_suite(path)
+    return [(p.line, p.message) for p in raised.value.problems]
+
+
+def test_a_step_on_an_unknown_or_released_session_is_refused_at_its_line(tmp_path):
+    path = _suite(
+        tmp_path,
+        "      - run: q\n"  # line 16
+        "      - run: p\n"
+        "        inputs: same\n"  # 18: nothing to repeat
+        "      - release: p\n"
+        "      - run: p\n"  # 20: released
+        "      - dispose: h\n",  # 21: never created
+    )
+    assert _problems(path) == [
+        (16, "unknown session 'q'"),
+        (17, "inputs: same, but session 'p' has not run graph 0"),
+        (20, "session 'p' was released"),
+        (21, "session 'h' does not exist here"),
+    ]
+
+
+def test_a_misspelt_step_is_a_schema_error_at_its_line_with_exit_2(tmp_path):
+    path = _suite(tmp_path, "      - run: p\n      - rerun: p\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "runner", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert result.returncode == 2
+    assert f"{path}:17:" in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_runs_with_new_inputs_draw_their_own_and_same_repeats_the_sessions_last(tmp_path):
+    scenario = load_suite(_suite(tmp_path, CLEAN_STEPS)).scenarios[0]
+    feeds = [f for f in scenario_feeds(scenario) if f is not None]
+    assert feeds[:4] == [Feed(0, (0, d)) for d in range(4)]
+    assert feeds[4] == feeds[3]  # inputs: same
+    assert feeds[5] == Feed(1, (1, 4))
+
+
+def _run(path: Path, out: Path, *extra: str) -> tuple[int, dict]:
+    result = subprocess.run(
+        [sys.executable, "-m", "runner", "run", str(path), "--out", str(out), "-q", *extra],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    (lines,) = [p.read_text() for p in (out / "runs").glob("*/results.jsonl")][-1:]
+    return result.returncode, json.loads(lines.splitlines()[-1])
+
+
+@pytest.mark.gpu
+def test_a_wgpu_scenario_passes_clean_and_names_the_step_a_fault_fails(tmp_path):
+    path = _suite(tmp_path, CLEAN_STEPS)
+    code, clean = _run(path, tmp_path / "clean")
+    assert (code, clean["case_id"], clean["verdict"]) == (0, "scenario=s/wgpu", "pass")
+    code, faulty = _run(path, tmp_path / "faulty", "--inject", "input-snapshot-at-capture")
+    assert (code, faulty["verdict"], faulty["outcome"]) == (1, "stale-input", "unexpected")
+    assert faulty["message"].startswith("step 3 (run: p, line 19)")
+    assert faulty["stale_from"] == "run 1"
+
+
+@pytest.mark.browser
+def test_the_held_output_type_error_on_the_pinned_cpp_build(tmp_path):
+    """Replaying a capture session with pre-allocated outputs while another session's GPU
+    output is held throws on onnxruntime-web 1.30.0's C++ builds (suites/bugs)."""
+    code, result = _run(
+        REPO / "suites" / "bugs" / "ort-held-output.yaml",
+        tmp_path,
+        "--backend",
+        "ort-web:webgpu",
+        "--no-localize",
+    )
+    assert (code, result["verdict"], result["outcome"]) == (0, "error", "expected")
+    assert result["message"] == (
+        "step 3 (run: preallocated, line 32): Cannot set properties of undefined "
+        "(setting 'Symbol(gpuBufferMetadata)')"
+    )
