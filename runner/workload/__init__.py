@@ -100,15 +100,7 @@ def materialize(
     else:
         raise ValueError(f"model {spec.name!r} has neither a builtin nor a path")
     shape = case.shape.as_dict()
-    inputs = make_inputs(variant.model, specs, shape, seed)
-    workload = Workload(
-        key=workload_key(variant.digest, shape, inputs),
-        model=variant.data,
-        inputs=inputs,
-        output_names=tuple(output.name for output in variant.model.graph.output),
-        shape=shape,
-        uniform_order=case.layout.order,
-    )
+    workload = _of_variant(variant, case, make_inputs(variant.model, specs, shape, seed))
     return _with_schedule(
         workload,
         runs,
@@ -126,15 +118,10 @@ def _decoder_workload(case: Case, runs: int | None) -> Workload:
     params, loop = case.model.decoder, case.model.loop
     variant = _decoder_variant(params, case.layout)
     steps = _decode_steps(params, loop, case.layout)[1:]  # the prefill is the CPU's alone
-    shape = case.shape.as_dict()
-    inputs = dict(steps[0].inputs)
-    workload = Workload(
-        key=workload_key(variant.digest, shape, inputs),
-        model=variant.data,
-        inputs=inputs,
-        output_names=tuple(output.name for output in variant.model.graph.output),
-        shape=shape,
-        uniform_order=case.layout.order,
+    workload = _of_variant(
+        variant,
+        case,
+        dict(steps[0].inputs),
         in_place={past.replace("past_key_values", "present"): past for past in cache_names(params)},
     )
     if runs is None:
@@ -144,6 +131,22 @@ def _decoder_workload(case: Case, runs: int | None) -> Workload:
         workload,
         schedule=tuple(Feed(0, (0, draw)) for draw in draws),
         variants={(0, draw): dict(steps[draw].inputs) for draw in range(1, len(steps))},
+    )
+
+
+def _of_variant(
+    variant: _Variant, case: Case, inputs: Mapping[str, np.ndarray], **fields
+) -> Workload:
+    """A built model variant with its base inputs, at the case's shape and layout."""
+    shape = case.shape.as_dict()
+    return Workload(
+        key=workload_key(variant.digest, shape, inputs),
+        model=variant.data,
+        inputs=inputs,
+        output_names=tuple(output.name for output in variant.model.graph.output),
+        shape=shape,
+        uniform_order=case.layout.order,
+        **fields,
     )
 
 
