@@ -31,7 +31,7 @@ from runner.matrix import (
 )
 from runner.scenario.step import ScenarioTarget
 from runner.suite import load_suites
-from runner.suite.spec import Suite
+from runner.suite.spec import Expectation, Suite
 from runner.verdicts import FAILING_OUTCOMES
 
 
@@ -192,8 +192,19 @@ def select_scenarios(selection: Selection) -> list[ScenarioTarget]:
         )
     ]
     exact = resolve_targets(item.target for item in items)
-    items = [dataclasses.replace(item, target=exact[item.target]) for item in items]
+    items = [_expected_here(dataclasses.replace(item, target=exact[item.target])) for item in items]
     return [item for item in items if all(_scenario_matches(item, f) for f in selection.filters)]
+
+
+def _expected_here(item: ScenarioTarget) -> ScenarioTarget:
+    """A scenario's `expect:` holds on the backends it (or its suite) declares; moved elsewhere
+    by `--backend`, it is expected to pass, as a `cases:` rule naming no backend is."""
+    scenario = item.scenario
+    own = {t.build_id for t in scenario.backends} or item.suite.own_builds
+    if item.target.build_id in own:
+        return item
+    plain = dataclasses.replace(scenario, expectation=Expectation())
+    return dataclasses.replace(item, scenario=plain)
 
 
 def _scenario_matches(item: ScenarioTarget, pattern: str) -> bool:

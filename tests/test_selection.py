@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from runner.backends.base import BackendTarget
 from runner.history import RunRecord, SqliteHistory
-from runner.selection import Selection, find_case, load, select, sequence_until
+from runner.selection import (
+    Selection,
+    find_case,
+    load,
+    select,
+    select_scenarios,
+    sequence_until,
+)
 
 from .conftest import case_result
 
@@ -83,3 +90,31 @@ def test_a_bisect_probe_runs_the_case_after_its_sequence_on_one_target(write_sui
         for layout in ("eps,heads", "big-eps")
         for mode in ("eager", "capture")
     ]
+
+
+SCENARIO_SUITE = """
+name: held
+models:
+  enc: {builtin: encoder, layers: 1, hidden: 16, heads: 2, ffn: 32}
+shapes:
+  - {batch: 1, sequence: 8}
+backends: [reference]
+scenarios:
+  - name: twice
+    model: enc
+    sessions: {s: {}}
+    steps:
+      - run: s
+      - run: s
+    expect: error
+    reason: what this suite's own backend does
+"""
+
+
+def test_a_scenario_moved_by_backend_expects_a_pass(write_suite):
+    """As a `cases:` rule naming no backend, a scenario's `expect:` holds on its own backends."""
+    path = write_suite(SCENARIO_SUITE)
+    [own] = select_scenarios(Selection((path,)))
+    [moved] = select_scenarios(Selection((path,), backends=("wgpu",)))
+    assert own.target.name == "reference" and own.scenario.expectation.expect == {"error"}
+    assert moved.target.name == "wgpu" and moved.scenario.expectation.expect == {"pass"}
