@@ -95,14 +95,7 @@ def write_finding(
         f"found by explore on {target.id} (version {machine.version}, adapter "
         f"{machine.adapter}){faults}: {failure.result.message}"
     )
-    scenario = {
-        "name": name,
-        "model": model.name,
-        "sessions": {s.name: _session(s) for s in failure.scenario.sessions},
-        "steps": [_step(s) for s in failure.scenario.steps],
-        "expect": verdict,
-        "reason": reason,
-    }
+    scenario = {**scenario_entry(failure.scenario, name), "expect": verdict, "reason": reason}
     suite = {
         "name": f"found-{name}",
         "models": {model.name: _model_entry(failure.explored, out)},
@@ -120,6 +113,16 @@ def write_finding(
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(header + yaml.safe_dump(suite, sort_keys=False, width=100))
     return path
+
+
+def scenario_entry(scenario: Scenario, name: str) -> dict[str, Any]:
+    """The scenario as a suite's ``scenarios:`` entry says it (without expectations)."""
+    return {
+        "name": name,
+        "model": scenario.model.name,
+        "sessions": {s.name: _session(s) for s in scenario.sessions},
+        "steps": [_step(s) for s in scenario.steps],
+    }
 
 
 def _session(session: ScenarioSession) -> dict[str, Any]:
