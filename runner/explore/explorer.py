@@ -17,7 +17,7 @@ import hashlib
 import itertools
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from hypothesis import HealthCheck, Verbosity, seed, settings
@@ -69,99 +69,112 @@ class Explored:
     database: Path
 
 
-@dataclass
-class _Tally:
-    """What the examples so far found (mutable: Hypothesis calls back into it)."""
-
-    began: float
-    examples: int = 0
-    steps: int = 0
-    shortest: dict[FailureKind, Failure] = field(default_factory=dict)
-    first_seen: dict[FailureKind, tuple[int, float]] = field(default_factory=dict)
-    known: set[FailureKind] = field(default_factory=set)  # found by an earlier pass
-
-
 class FailedScenario(Exception):
     """A drawn scenario that did not pass; one subclass per failure kind (``_failure_type``),
     since Hypothesis tells bugs apart, and shrinks each, by the exception's type."""
 
 
+class _Examiner:
+    """Runs and judges each example Hypothesis draws, and keeps what failed (mutable: the
+    state machine calls back into it across passes)."""
+
+    def __init__(self, request: ExploreRequest, backend: Backend, say: Callable[[str], None]):
+        self.request, self.backend, self.say = request, backend, say
+        self.oracle = ReferenceCache(None)  # in memory: examples share their inputs' references
+        self.began = self.said = time.monotonic()
+        self.deadline = self.began + request.budget_s
+        self.grace = max(GRACE_MIN_S, SHRINK_GRACE * request.budget_s)
+        self.examples = self.steps = 0
+        self.shortest: dict[FailureKind, Failure] = {}
+        self.first_seen: dict[FailureKind, tuple[int, float]] = {}  # examples, seconds
+        self.known: set[FailureKind] = set()  # found by an earlier pass: passing now
+        self.pending: list[FailureKind] = []  # found in this pass, shrinking
+
+    def __call__(self, explored: ExploredModel, scenario: Scenario) -> None:
+        now = time.monotonic()
+        if now > self.deadline + (self.grace if self.pending else 0):
+            raise BudgetSpent
+        if now - self.said > PROGRESS_EVERY_S:
+            self.said = now
+            self.say(self.progress())
+        target = self.request.space.target
+        item = ScenarioTarget(explored.suite, scenario, target)
+        stepped = step_scenario(
+            item, self.backend, self.oracle.references, self.request.options, "explore"
+        )
+        self.examples += 1
+        self.steps += len(scenario.steps)
+        if stepped.failing_step is None or stepped.result.verdict == "skipped":
+            return
+        failure = Failure(explored, scenario, stepped.result, stepped.failing_step)
+        kind = failure.kind
+        if kind in self.known:
+            return
+        if kind not in self.first_seen:
+            self.first_seen[kind] = (self.examples, now - self.began)
+            self.pending.append(kind)
+            self.say(f"failure: {stepped.result.message} ({len(scenario.steps)} steps); shrinking")
+        shortest = self.shortest.get(kind)
+        if shortest is None or len(scenario.steps) <= len(shortest.scenario.steps):
+            self.shortest[kind] = failure  # Hypothesis shrinks: the later of equals is simpler
+        raise _failure_type(kind)(stepped.result.message)
+
+    def progress(self) -> str:
+        return (
+            f"explore: {self.examples} examples, {self.steps} steps in "
+            f"{time.monotonic() - self.began:.0f} s; {len(self.shortest)} failure kind(s) so far"
+        )
+
+
 def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
     space, options = request.space, request.options
     target = space.target
-    descriptor = REGISTRY[target.name]
-    descriptor.prepared([target], say)
+    REGISTRY[target.name].prepared([target], say)
     database_folder = _database_folder(space, options.inject)
-    tally = _Tally(time.monotonic())
-    deadline = tally.began + request.budget_s
-    grace = max(GRACE_MIN_S, SHRINK_GRACE * request.budget_s)
+    began = time.monotonic()
     backend = open_backend(target.name, options)
     try:
-        say(f"opened {target.id} in {time.monotonic() - tally.began:.1f} s; exploring")
+        say(f"opened {target.id} in {time.monotonic() - began:.1f} s; exploring")
+        examine = _Examiner(request, backend, say)
         machine: BackendMachine | None = None  # asked once a finding needs it: by then the
         # target's own page is loaded (ort-web would load its default build's to answer)
-        oracle = ReferenceCache(None)
-        last_progress = [time.monotonic()]
-        pending: list[FailureKind] = []  # kinds found in this pass, still shrinking
-
-        def examine(explored: ExploredModel, scenario: Scenario) -> None:
-            now = time.monotonic()
-            if now > deadline + (grace if pending else 0):
-                raise BudgetSpent
-            if now - last_progress[0] > PROGRESS_EVERY_S:
-                last_progress[0] = now
-                say(_progress(tally, now))
-            item = ScenarioTarget(explored.suite, scenario, target)
-            stepped = step_scenario(item, backend, oracle.references, options, "explore")
-            tally.examples += 1
-            tally.steps += len(scenario.steps)
-            if stepped.failing_step is None or stepped.result.verdict == "skipped":
-                return
-            failure = Failure(explored, scenario, stepped.result, stepped.failing_step)
-            kind = failure.kind
-            if kind in tally.known:
-                return
-            if kind not in tally.first_seen:
-                tally.first_seen[kind] = (tally.examples, now - tally.began)
-                pending.append(kind)
-                say(f"failure: {stepped.result.message} ({len(scenario.steps)} steps); shrinking")
-            shortest = tally.shortest.get(kind)
-            if shortest is None or len(scenario.steps) <= len(shortest.scenario.steps):
-                tally.shortest[kind] = failure
-            raise _failure_type(kind)(stepped.result.message)
-
         findings: list[FoundScenario] = []
         written: set[tuple] = set()
         database: ExampleDatabase = DirectoryBasedExampleDatabase(database_folder)
         for pass_number in itertools.count(1):
-            pending.clear()
+            examine.pending.clear()
             factory = machine_factory(space, examine)
             if request.seed is not None:
                 factory = seed(request.seed + pass_number - 1)(factory)
             spent = _run_pass(factory, database)
-            for kind in pending:
-                tally.known.add(kind)
-                failure = tally.shortest[kind]
+            for kind in examine.pending:
+                examine.known.add(kind)
+                failure = examine.shortest[kind]
                 key = (failure.result.verdict, signature(failure.scenario))
                 if key in written:  # another kind shrank to the same scenario
                     continue
                 written.add(key)
                 machine = machine or _machine(backend, target)
                 path = write_finding(failure, request.out, machine, options.inject, request.seed)
-                examples, seconds = tally.first_seen[kind]
+                examples, seconds = examine.first_seen[kind]
                 findings.append(FoundScenario(failure, path, examples, seconds))
                 steps = len(failure.scenario.steps)
                 say(f"found {failure.result.verdict} in {steps} steps: {path}")
-            if spent or not pending:
+            if spent or not examine.pending:
                 break
             # Later passes must not delete known failures from the database: there they are
             # known, not fixed, and the next explore should replay them first.
             database = _KeepFetched(DirectoryBasedExampleDatabase(database_folder))
-        say(_progress(tally, time.monotonic()))
+        say(examine.progress())
     finally:
         backend.close()
-    seconds = time.monotonic() - tally.began
-    return Explored(tuple(findings), tally.examples, tally.steps, seconds, database_folder)
+    return Explored(
+        tuple(findings),
+        examine.examples,
+        examine.steps,
+        time.monotonic() - began,
+        database_folder,
+    )
 
 
 def _run_pass(factory, database: ExampleDatabase) -> bool:
@@ -244,11 +257,3 @@ def _machine(backend: Backend, target: BackendTarget) -> BackendMachine:
     keys = ("vendor", "name", "device", "architecture", "description", "driver")
     described = ", ".join(str(adapter[k]) for k in keys if adapter.get(k)) or "unknown"
     return BackendMachine(str(target.version or environment.get(target.name) or "n/a"), described)
-
-
-def _progress(tally: _Tally, now: float) -> str:
-    found = len(tally.known) + len(tally.shortest.keys() - tally.known)
-    return (
-        f"explore: {tally.examples} examples, {tally.steps} steps in "
-        f"{now - tally.began:.0f} s; {found} failure kind(s) so far"
-    )
