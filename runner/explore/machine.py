@@ -29,13 +29,14 @@ from runner.suite.scenarios import (
 MAX_SESSIONS = 3  # the known triggers need two; a third lets one run in between
 GRAPHS = 2  # gpu_graph_id 0 and 1
 # What a session can be, simplest first (Hypothesis shrinks towards the first): capture with
-# outputs left on the GPU, pre-allocated outputs (the same or new buffers every run), outputs on
-# the CPU; without capture, on the GPU or the CPU.
+# outputs left on the GPU, or pre-allocated (the same or new buffers every run); without
+# capture, outputs on the CPU or the GPU. Capture with outputs on the CPU is left out:
+# onnxruntime-web refuses it by design ("Only 'gpu-buffer' location is supported when
+# enableGraphCapture is true"), and wgpu reads every output to the host anyway.
 SESSION_KINDS = (
     ScenarioSession("", True, "none", "gpu-buffer"),
     ScenarioSession("", True, "rewrite"),
     ScenarioSession("", True, "fresh"),
-    ScenarioSession("", True, "none", "cpu"),
     ScenarioSession("", False, "none", "cpu"),
     ScenarioSession("", False, "none", "gpu-buffer"),
 )
