@@ -110,7 +110,11 @@ def test_the_input_snapshot_canary_is_found_shrunk_written_and_replayed_first(su
 
     replayed = _explore(suite_file, tmp_path / "again", cache, *inject, "--budget", "3s")
     assert replayed.returncode == 1
-    assert "stale-input: 2 steps, first seen after 1 examples" in replayed.stdout
+    # Hypothesis keeps its own minimal (shortlex over its choices, not the fewest steps):
+    # the replay may write a step more than the first run did
+    steps, seen = replayed.stdout.removeprefix("stale-input: ").split(" steps, first seen after ")
+    assert int(steps) <= 3
+    assert seen.startswith("1 examples")
 
 
 @pytest.mark.gpu

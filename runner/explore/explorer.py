@@ -115,6 +115,8 @@ class _Examiner:
             self.pending.append(kind)
             self.say(f"failure: {stepped.result.message} ({len(scenario.steps)} steps); shrinking")
         shortest = self.shortest.get(kind)
+        if shortest is not None and len(scenario.steps) < len(shortest.scenario.steps):
+            self.say(f"shrunk {kind[0]} to {len(scenario.steps)} steps")
         if shortest is None or len(scenario.steps) <= len(shortest.scenario.steps):
             self.shortest[kind] = failure  # Hypothesis shrinks: the later of equals is simpler
         raise _failure_type(kind)(stepped.result.message)
