@@ -33,6 +33,8 @@ from runner.selection import (
 
 DEFAULT_SUITES = Path("suites")
 DEFAULT_OUT = Path("reports")
+DEFAULT_FOUND = Path("found")
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -82,6 +84,18 @@ def _selection_args(parser: argparse.ArgumentParser) -> None:
             help=f"run {descriptor.name} on this version instead of the suites' own: an exact "
             "version, a dist-tag, dev, or a build folder; repeatable",
         )
+
+
+def _duration(text: str) -> float:
+    """Seconds from ``90s``, ``10m``, ``1h`` or a bare number of seconds."""
+    number, unit = (text[:-1], text[-1]) if text[-1:] in DURATION_UNITS else (text, "s")
+    try:
+        seconds = float(number) * DURATION_UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time: say 90s, 10m or 1h") from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a budget must be more than nothing")
+    return seconds
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -258,6 +272,35 @@ def build_parser() -> argparse.ArgumentParser:
     bisect.add_argument("--timeout", type=float, help="seconds per case (default: the suite's)")
     bisect.add_argument("--chromium", help="Chromium executable for ort-web")
     bisect.add_argument("--adapter", help="wgpu adapter; ort-native: an EP device, or cpu")
+
+    explore = commands.add_parser(
+        "explore",
+        help="draw scenarios on one backend target for a time budget; write each failure, "
+        "shrunk to a minimal scenario, as a suite file",
+    )
+    _selection_args(explore)
+    explore.add_argument(
+        "--budget",
+        type=_duration,
+        default=600.0,
+        metavar="TIME",
+        help="how long to explore: 90s, 10m, 1h or seconds (default 10m); a failure found "
+        "in it may overrun it by a quarter (at least 30 s) to shrink",
+    )
+    explore.add_argument("--seed", type=int, help="Hypothesis's seed (default: random)")
+    explore.add_argument(
+        "--inject",
+        action="append",
+        default=[],
+        metavar="FAULT",
+        help="inject a named fault (a canary: explore should find it)",
+    )
+    explore.add_argument(
+        "--out", type=Path, default=DEFAULT_FOUND, help="where findings go (found/)"
+    )
+    explore.add_argument("--timeout", type=float, help="seconds per scenario (the suite's)")
+    explore.add_argument("--adapter", help="wgpu adapter: name substring or backend type")
+    explore.add_argument("--chromium", help="Chromium executable for ort-web")
 
     commands.add_parser("doctor", help="say what this machine offers and how to fix what is not")
     return parser
@@ -446,6 +489,36 @@ def cmd_bisect(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+def cmd_explore(args: argparse.Namespace) -> ExitCode:
+    """Exit 1 when something was found (each finding a suite file under --out), else 0."""
+    from runner.explore.explorer import ExploreRequest, explore
+    from runner.explore.space import explore_space
+
+    if args.shard:
+        raise InvalidInput("explore draws its own scenarios: --shard does not apply")
+    inject = frozenset(args.inject)
+    options = BackendOptions(
+        timeout_s=args.timeout, inject=inject, adapter=args.adapter, chromium=args.chromium
+    )
+    space = explore_space(_selection(args), inject)
+    request = ExploreRequest(space, args.budget, args.out, options, args.seed)
+    explored = explore(request, lambda text: console.print(escape(text)))
+    console.print(
+        f"explored {explored.examples} scenarios ({explored.steps} steps) on {space.target.id} "
+        f"in {explored.seconds:.0f} s; examples kept in {explored.database}"
+    )
+    for finding in explored.findings:
+        failure = finding.failure
+        print(
+            f"{failure.result.verdict}: {finding.steps} steps, first seen after "
+            f"{finding.examples_before} examples ({finding.seconds_to_first:.0f} s): "
+            f"{finding.path}\n  {failure.result.message}"
+        )
+    if not explored.findings:
+        print("nothing found")
+    return ExitCode.UNEXPECTED if explored.findings else ExitCode.OK
+
+
 def cmd_doctor(args: argparse.Namespace) -> ExitCode:
     from runner.doctor import diagnose
 
@@ -470,6 +543,7 @@ COMMANDS = {
     "new-case": cmd_new_case,
     "repro": cmd_repro,
     "bisect": cmd_bisect,
+    "explore": cmd_explore,
     "doctor": cmd_doctor,
 }
 

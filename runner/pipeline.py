@@ -200,7 +200,7 @@ def execute(
                     break
             for item in scenarios if status == RunStatus.COMPLETE else ():
                 backend = backends[item.target.name]
-                result = step_scenario(item, backend, oracle.references, options, run_id)
+                result = step_scenario(item, backend, oracle.references, options, run_id).result
                 with interrupts.deferred():
                     for store in stores:
                         store.record(result)

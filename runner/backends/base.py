@@ -267,6 +267,9 @@ class BackendDescriptor:
     # "module:attribute" of a callable taking a ReproRequest and returning the ReproRunner it
     # wrote into the bundle (``python -m runner repro``); None: no repro bundles.
     repro: str | None = None
+    # The scenario steps it runs (runner.suite.scenarios.ACTIONS); (): no scenarios. `explore`
+    # draws only these.
+    scenario_actions: tuple[str, ...] = ()
 
     def checks(self) -> list[Diagnosis]:
         """What ``doctor`` says about this machine for this backend (``diagnose``)."""

@@ -43,9 +43,17 @@ class ScenarioTarget:
         return f"scenario={self.scenario.name}/{self.target.id}"
 
 
+@dataclass(frozen=True)
+class SteppedScenario:
+    """A scenario's stored result, and which of its steps failed (``explore`` shrinks on it)."""
+
+    result: CaseResult
+    failing_step: int | None  # index into the scenario's steps; None: it passed or was skipped
+
+
 def step_scenario(
     item: ScenarioTarget, backend: Backend, oracle: Oracle, options: BackendOptions, run_id: str
-) -> CaseResult:
+) -> SteppedScenario:
     """`item` run on `backend` and judged; never raises for the scenario's own failure."""
     began = time.perf_counter()
     scenario, suite = item.scenario, item.suite
@@ -77,10 +85,13 @@ def step_scenario(
     judged = judge_steps(scenario, run, feeds, references, tolerance)
     step = scenario.steps[judged.step]
     judgement = judged.judgement
-    if judgement.verdicts != {"pass"} and run.status != "skipped":
-        where = f"step {judged.step + 1} ({step.describe()}, line {step.line})"
+    failing = judgement.verdicts != {"pass"} and run.status != "skipped"
+    if failing:
+        line = f", line {step.line}" if step.line is not None else ""  # drawn steps have none
+        where = f"step {judged.step + 1} ({step.describe()}{line})"
         judgement = dataclasses.replace(judgement, message=f"{where}: {judgement.message}")
-    return _result(item, judgement, run, tolerance, run_id, began, digest)
+    result = _result(item, judgement, run, tolerance, run_id, began, digest)
+    return SteppedScenario(result, judged.step if failing else None)
 
 
 def _result(item, judgement: Judgement, run, tolerance, run_id, began, digest) -> CaseResult:

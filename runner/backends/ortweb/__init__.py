@@ -7,6 +7,7 @@ into the cache folder on first use.
 
 from runner.backends.base import BackendDescriptor
 from runner.backends.ortweb.package import BUILDS
+from runner.suite.scenarios import ACTIONS, RELEASE_GRAPH
 
 DESCRIPTOR = BackendDescriptor(
     name="ort-web",
@@ -18,6 +19,8 @@ DESCRIPTOR = BackendDescriptor(
     versions="runner.backends.ortweb.versions:resolve",
     offline_versions="runner.backends.ortweb.versions:resolve_offline",
     version_history="runner.backends.ortweb.versions:registry",
+    # onnxruntime-web has no API to release a captured graph (only a session)
+    scenario_actions=tuple(a for a in ACTIONS if a != RELEASE_GRAPH),
     repro="runner.backends.ortweb.repro:write_runner",
     # Tensor types passed to and from the page; numpy and onnxruntime-web spell them alike.
     element_types=frozenset(

@@ -68,9 +68,16 @@ class BundlePage:
 
     def scenario(self, spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """Run one scenario (harness.js's ``runScenario``): it releases the sessions cases left
-        and its own at its end. Returns its result, or raises CaseTimedOut or PageBroken."""
+        and its own at its end. Returns its result, or raises CaseTimedOut or PageBroken.
+
+        A scenario whose step threw closes the page: ORT may be left half-way (a wasm trap, a
+        session creation that never finished), and the next scenario, or ``explore``'s next
+        example, must fail on its own steps only."""
         self.sequence = None
-        return self._evaluate("harness.scenario", spec, timeout_s)
+        result = self._evaluate("harness.scenario", spec, timeout_s)
+        if result["status"] != "ok":
+            self.close()
+        return result
 
     def _evaluate(self, function: str, spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """`function(spec, ms)` in the page, killing its renderer if it outlives `timeout_s`."""

@@ -19,6 +19,7 @@ faults.py, which is plain data and WGSL text.
 from runner.backends.base import BackendDescriptor
 from runner.backends.wgpu.faults import FAULTS
 from runner.environment import package_version
+from runner.suite.scenarios import ACTIONS
 
 
 def prepare_run(targets, say) -> dict[str, str | None]:
@@ -39,5 +40,6 @@ DESCRIPTOR = BackendDescriptor(
     runtime="wgpu-native",
     faults=FAULTS,
     isolated=True,
+    scenario_actions=ACTIONS,
     repro="runner.backends.wgpu.repro:write_runner",
 )

@@ -1,0 +1,261 @@
+"""``explore``: drawn scenarios on one backend target, for a time budget, minimal ones written.
+
+The backend is opened once (one browser page per build for ort-web) and every example runs
+through the scenario step (``runner.scenario``) and the judge. Hypothesis runs the state
+machine (``machine``) in passes: a pass ends when Hypothesis has shrunk what it found, and the
+next one treats those kinds of failure as known, so nothing is found twice in one explore. Its
+example database lives in the cache folder, per target and faults, so a rerun replays known
+failures first. Hypothesis has no time limit of its own: the budget is checked before each
+example, which raises ``BudgetSpent`` (not an ``Exception``, so Hypothesis lets it through)
+once it is spent; a failure seen before then may overrun it by ``SHRINK_GRACE`` to shrink, and
+is written as the smallest failing scenario seen when even that runs out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypothesis import HealthCheck, Verbosity, seed, settings
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+from hypothesis.stateful import run_state_machine_as_test
+
+from runner.backends import REGISTRY, open_backend
+from runner.backends.base import Backend, BackendOptions, BackendTarget
+from runner.explore.finding import (
+    BackendMachine,
+    Failure,
+    FailureKind,
+    FoundScenario,
+    signature,
+    write_finding,
+)
+from runner.explore.machine import machine_factory
+from runner.explore.space import ExploredModel, Space
+from runner.files import cache_root
+from runner.oracle import ReferenceCache
+from runner.scenario.step import ScenarioTarget, step_scenario
+from runner.suite.scenarios import Scenario
+
+MAX_STEPS = 8  # steps per drawn scenario; the known triggers take two to four
+SHRINK_GRACE = 0.25  # of the budget (at least GRACE_MIN_S): how long a found failure may shrink
+GRACE_MIN_S = 30.0
+PROGRESS_EVERY_S = 10.0
+
+
+class BudgetSpent(BaseException):
+    """Raised before an example once the budget is spent; Hypothesis does not catch it."""
+
+
+@dataclass(frozen=True)
+class ExploreRequest:
+    space: Space
+    budget_s: float
+    out: Path
+    options: BackendOptions
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Explored:
+    findings: tuple[FoundScenario, ...]
+    examples: int
+    steps: int
+    seconds: float
+    database: Path
+
+
+class FailedScenario(Exception):
+    """A drawn scenario that did not pass; one subclass per failure kind (``_failure_type``),
+    since Hypothesis tells bugs apart, and shrinks each, by the exception's type."""
+
+
+class _Examiner:
+    """Runs and judges each example Hypothesis draws, and keeps what failed (mutable: the
+    state machine calls back into it across passes)."""
+
+    def __init__(self, request: ExploreRequest, backend: Backend, say: Callable[[str], None]):
+        self.request, self.backend, self.say = request, backend, say
+        self.oracle = ReferenceCache(None)  # in memory: examples share their inputs' references
+        self.began = self.said = time.monotonic()
+        self.deadline = self.began + request.budget_s
+        self.grace = max(GRACE_MIN_S, SHRINK_GRACE * request.budget_s)
+        self.examples = self.steps = 0
+        self.shortest: dict[FailureKind, Failure] = {}
+        self.first_seen: dict[FailureKind, tuple[int, float]] = {}  # examples, seconds
+        self.known: set[FailureKind] = set()  # found by an earlier pass: passing now
+        self.pending: list[FailureKind] = []  # found in this pass, shrinking
+
+    def __call__(self, explored: ExploredModel, scenario: Scenario) -> None:
+        now = time.monotonic()
+        if now > self.deadline + (self.grace if self.pending else 0):
+            raise BudgetSpent
+        if now - self.said > PROGRESS_EVERY_S:
+            self.said = now
+            self.say(self.progress())
+        target = self.request.space.target
+        item = ScenarioTarget(explored.suite, scenario, target)
+        stepped = step_scenario(
+            item, self.backend, self.oracle.references, self.request.options, "explore"
+        )
+        self.examples += 1
+        self.steps += len(scenario.steps)
+        if stepped.failing_step is None or stepped.result.verdict == "skipped":
+            return
+        failure = Failure(explored, scenario, stepped.result, stepped.failing_step)
+        kind = failure.kind
+        if kind in self.known:
+            return
+        if kind not in self.first_seen:
+            self.first_seen[kind] = (self.examples, now - self.began)
+            self.pending.append(kind)
+            self.say(f"failure: {stepped.result.message} ({len(scenario.steps)} steps); shrinking")
+        shortest = self.shortest.get(kind)
+        if shortest is not None and len(scenario.steps) < len(shortest.scenario.steps):
+            self.say(f"shrunk {kind[0]} to {len(scenario.steps)} steps")
+        if shortest is None or len(scenario.steps) <= len(shortest.scenario.steps):
+            self.shortest[kind] = failure  # Hypothesis shrinks: the later of equals is simpler
+        raise _failure_type(kind)(stepped.result.message)
+
+    def progress(self) -> str:
+        return (
+            f"explore: {self.examples} examples, {self.steps} steps in "
+            f"{time.monotonic() - self.began:.0f} s; {len(self.shortest)} failure kind(s) so far"
+        )
+
+
+def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
+    space, options = request.space, request.options
+    target = space.target
+    REGISTRY[target.name].prepared([target], say)
+    database_folder = _database_folder(space, options.inject)
+    began = time.monotonic()
+    backend = open_backend(target.name, options)
+    try:
+        say(f"opened {target.id} in {time.monotonic() - began:.1f} s; exploring")
+        examine = _Examiner(request, backend, say)
+        machine: BackendMachine | None = None  # asked once a finding needs it: by then the
+        # target's own page is loaded (ort-web would load its default build's to answer)
+        findings: list[FoundScenario] = []
+        written: set[tuple] = set()
+        database: ExampleDatabase = DirectoryBasedExampleDatabase(database_folder)
+        for pass_number in itertools.count(1):
+            examine.pending.clear()
+            factory = machine_factory(space, examine)
+            if request.seed is not None:
+                factory = seed(request.seed + pass_number - 1)(factory)
+            spent = _run_pass(factory, database)
+            for kind in examine.pending:
+                examine.known.add(kind)
+                failure = examine.shortest[kind]
+                key = (failure.result.verdict, signature(failure.scenario))
+                if key in written:  # another kind shrank to the same scenario
+                    continue
+                written.add(key)
+                machine = machine or _machine(backend, target)
+                path = write_finding(failure, request.out, machine, options.inject, request.seed)
+                examples, seconds = examine.first_seen[kind]
+                findings.append(FoundScenario(failure, path, examples, seconds))
+                steps = len(failure.scenario.steps)
+                say(f"found {failure.result.verdict} in {steps} steps: {path}")
+            if spent or not examine.pending:
+                break
+            # Later passes must not delete known failures from the database: there they are
+            # known, not fixed, and the next explore should replay them first.
+            database = _KeepFetched(DirectoryBasedExampleDatabase(database_folder))
+        say(examine.progress())
+    finally:
+        backend.close()
+    return Explored(
+        tuple(findings),
+        examine.examples,
+        examine.steps,
+        time.monotonic() - began,
+        database_folder,
+    )
+
+
+def _run_pass(factory, database: ExampleDatabase) -> bool:
+    """One Hypothesis run of the machine; whether the budget ended it."""
+    run_settings = settings(
+        database=database,
+        max_examples=10**9,  # the budget ends a pass, or a failure does
+        stateful_step_count=MAX_STEPS,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=True,
+        verbosity=Verbosity.quiet,
+        print_blob=False,
+    )
+    try:
+        run_state_machine_as_test(factory, settings=run_settings)
+    except BudgetSpent:
+        return True
+    except Exception as raised:  # what it found (one failure, a group, a flaky one): tallied
+        if not _only_failures(raised):
+            raise
+    return False
+
+
+def _only_failures(raised: BaseException) -> bool:
+    """Whether `raised` is failed scenarios only (Hypothesis groups several, or a flaky one)."""
+    if isinstance(raised, FailedScenario):
+        return True
+    group = getattr(raised, "exceptions", None)
+    return bool(group) and all(_only_failures(e) for e in group)
+
+
+_FAILURE_TYPES: dict[FailureKind, type[FailedScenario]] = {}
+
+
+def _failure_type(kind: FailureKind) -> type[FailedScenario]:
+    if kind not in _FAILURE_TYPES:
+        _FAILURE_TYPES[kind] = type(f"FailedScenario[{kind[0]}]", (FailedScenario,), {})
+    return _FAILURE_TYPES[kind]
+
+
+class _KeepFetched(ExampleDatabase):
+    """A database that never deletes what it handed out: a later pass treats those known
+    failures as passing, which must not read as fixed."""
+
+    def __init__(self, inner: ExampleDatabase):
+        super().__init__()
+        self.inner = inner
+        self.fetched: set[tuple[bytes, bytes]] = set()
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        for value in self.inner.fetch(key):
+            self.fetched.add((key, value))
+            yield value
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self.inner.save(key, value)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        if (key, value) not in self.fetched:
+            self.inner.delete(key, value)
+
+
+def _database_folder(space: Space, inject: frozenset[str]) -> Path:
+    """One example database per target, faults and models: a choice sequence means a scenario
+    only over the same models and steps."""
+    models = sorted(f"{m.suite.path.name}:{m.model.name}" for m in space.models)
+    text = repr((space.target.id, space.target.version, sorted(inject), models, space.actions))
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return cache_root() / "explore" / f"{space.target.id.replace(':', '-')}-{digest}"
+
+
+def _machine(backend: Backend, target: BackendTarget) -> BackendMachine:
+    """The version and adapter the backend reports (its environment, as run.json records)."""
+    try:
+        environment = backend.environment()
+    except Exception as exc:  # an adapter that cannot be described must not stop exploring
+        environment = {"adapter": {"name": f"unknown ({type(exc).__name__})"}}
+    adapter = environment.get("adapter") or {}
+    keys = ("vendor", "name", "device", "architecture", "description", "driver")
+    described = ", ".join(str(adapter[k]) for k in keys if adapter.get(k)) or "unknown"
+    return BackendMachine(str(target.version or environment.get(target.name) or "n/a"), described)

@@ -1,0 +1,165 @@
+"""A failing scenario explore keeps: how failures are told apart, and the suite file it writes.
+
+Two failures are the same bug while exploring when they share the verdict, the failing step's
+action and, for a backend's own failure, its message (``Failure.kind``), so Hypothesis shrinks
+each kind apart; two findings are the same when they share the verdict and the minimal
+scenario's ``signature`` (sessions named by first use).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from runner.explore.space import ExploredModel
+from runner.history import CaseResult
+from runner.suite.scenarios import RUN, Scenario, ScenarioSession, ScenarioStep
+from runner.suite.spec import BackendTarget
+
+FailureKind = tuple[str, str, str]
+# Verdicts told apart by the backend's message: an error is the same bug only with the same text.
+BACKEND_FAILURES = frozenset({"error", "capture-unsupported", "unsupported-op", "timeout"})
+
+
+@dataclass(frozen=True)
+class BackendMachine:
+    """What a finding's reason says the backend ran on (its environment)."""
+
+    version: str
+    adapter: str
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A scenario that did not pass, with its result and the step that failed."""
+
+    explored: ExploredModel
+    scenario: Scenario
+    result: CaseResult
+    failing_step: int
+
+    @property
+    def kind(self) -> FailureKind:
+        """Verdict and failing action; for a backend's own failure (an error, a refusal) also
+        its text, numbers left out."""
+        verdict = self.result.verdict
+        text = ""
+        if verdict in BACKEND_FAILURES:
+            text = re.sub(r"\d+", "N", self.result.message.partition("): ")[2])
+        return verdict, self.scenario.steps[self.failing_step].action, text
+
+
+@dataclass(frozen=True)
+class FoundScenario:
+    """A minimal failing scenario, where it was written and what was tried before it."""
+
+    failure: Failure
+    path: Path
+    examples_before: int  # examples run in this explore before its first failure was seen
+    seconds_to_first: float
+
+    @property
+    def steps(self) -> int:
+        return len(self.failure.scenario.steps)
+
+
+def signature(scenario: Scenario) -> tuple:
+    """The steps and session kinds with sessions renamed by first use: what dedup compares."""
+    names: dict[str, str] = {}
+    for step in scenario.steps:
+        names.setdefault(step.session, f"s{len(names) + 1}")
+    sessions = tuple(
+        sorted((names[s.name], s.capture, s.outputs, s.location) for s in scenario.sessions)
+    )
+    steps = tuple((s.action, names[s.session], s.graph, s.inputs, s.hold) for s in scenario.steps)
+    return sessions, steps
+
+
+def write_finding(
+    failure: Failure, out: Path, machine: BackendMachine, injected: frozenset[str], seed: int | None
+) -> Path:
+    """``out/<verdict>-<hash>.yaml``: a suite holding the scenario, expecting what it saw."""
+    verdict, target = failure.result.verdict, failure.scenario.backends[0]
+    digest = hashlib.sha256(repr((verdict, signature(failure.scenario))).encode()).hexdigest()
+    name = f"{verdict}-{digest[:10]}"
+    path = out / f"{name}.yaml"
+    model = failure.explored.model
+    faults = f"; injected faults: {', '.join(sorted(injected))}" if injected else ""
+    reason = (
+        f"found by explore on {target.id} (version {machine.version}, adapter "
+        f"{machine.adapter}){faults}: {failure.result.message}"
+    )
+    scenario = {**scenario_entry(failure.scenario, name), "expect": verdict, "reason": reason}
+    suite = {
+        "name": f"found-{name}",
+        "models": {model.name: _model_entry(failure.explored, out)},
+        **({"shapes": [failure.explored.shape.as_dict()]} if failure.explored.shape.dims else {}),
+        "backends": [_backend_entry(target)],
+        "exclude": [{"model": model.name}],  # the scenario alone
+        "scenarios": [scenario],
+    }
+    inject = "".join(f" --inject {f}" for f in sorted(injected))
+    header = (
+        "# yaml-language-server: $schema=../schemas/suite.schema.json\n"
+        f"# Found by `python -m runner explore`{f' --seed {seed}' if seed is not None else ''}; "
+        f"reproduce it with:\n#   python -m runner run {path}{inject}\n"
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(header + yaml.safe_dump(suite, sort_keys=False, width=100))
+    return path
+
+
+def scenario_entry(scenario: Scenario, name: str) -> dict[str, Any]:
+    """The scenario as a suite's ``scenarios:`` entry says it (without expectations)."""
+    return {
+        "name": name,
+        "model": scenario.model.name,
+        "sessions": {s.name: _session(s) for s in scenario.sessions},
+        "steps": [_step(s) for s in scenario.steps],
+    }
+
+
+def _session(session: ScenarioSession) -> dict[str, Any]:
+    entry: dict[str, Any] = {} if session.capture else {"capture": False}
+    if session.outputs != "none":
+        entry["outputs"] = session.outputs
+    elif session.location != ("gpu-buffer" if session.capture else "cpu"):
+        entry["location"] = session.location
+    return entry
+
+
+def _step(step: ScenarioStep) -> dict[str, Any]:
+    entry: dict[str, Any] = {step.action: step.session}
+    if step.graph:
+        entry["graph"] = step.graph
+    if step.action == RUN:
+        entry.update({"inputs": step.inputs} if step.inputs != "rewrite" else {})
+        entry.update({"hold": True} if step.hold else {})
+    return entry
+
+
+def _model_entry(explored: ExploredModel, out: Path) -> dict[str, Any]:
+    """The model's entry as its suite file wrote it, its file's path made relative to `out`."""
+    suite_file = explored.suite.path
+    entry = dict(yaml.safe_load(suite_file.read_text())["models"][explored.model.name])
+    if "path" in entry:
+        model_file = (suite_file.parent / entry["path"]).resolve()
+        entry["path"] = os.path.relpath(model_file, out.resolve())
+    return entry
+
+
+def _backend_entry(target: BackendTarget) -> str | dict[str, Any]:
+    entry: dict[str, Any] = {"name": target.name}
+    if target.version:
+        entry["version"] = target.version
+    if target.bundle:
+        entry["bundle"] = target.bundle
+    if target.adapter:
+        entry["adapter"] = target.adapter
+    return entry if len(entry) > 1 else target.name

@@ -1,0 +1,154 @@
+"""explore: drawn scenarios are ones the loader accepts (and only the steps a backend runs);
+the input-snapshot canary on wgpu is found, shrunk to two steps, written as a suite that
+reproduces it, and replayed first from the example database; clean wgpu finds nothing; bad
+input exits 2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from runner.backends import REGISTRY
+from runner.explore.finding import scenario_entry
+from runner.explore.machine import machine_factory
+from runner.explore.space import ExploredModel, Space
+from runner.suite.loader import load_suite
+from runner.suite.scenarios import ACTIONS, RELEASE_GRAPH, RUN
+from runner.suite.spec import BackendTarget
+
+REPO = Path(__file__).resolve().parents[1]
+SUITE = """name: explore-tiny
+models:
+  enc:
+    builtin: encoder
+    layers: 1
+    hidden: 32
+    heads: 4
+    ffn: 64
+shapes: [{batch: 1, sequence: 8}]
+backends: [wgpu]
+"""
+
+
+@pytest.fixture
+def suite_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(SUITE)
+    return path
+
+
+def _drawn(suite_file: Path, backend: str, examples: int) -> list:
+    suite = load_suite(suite_file)
+    model = suite.models[0]
+    actions = REGISTRY[backend].scenario_actions
+    space = Space((ExploredModel(suite, model, suite.shapes[0]),), BackendTarget(backend), actions)
+    drawn = []
+    factory = machine_factory(space, lambda explored, scenario: drawn.append(scenario))
+    run_state_machine_as_test(
+        factory, settings=settings(max_examples=examples, database=None, stateful_step_count=8)
+    )
+    return drawn
+
+
+@pytest.mark.parametrize("backend", ["wgpu", "ort-web"])
+def test_every_drawn_scenario_is_one_the_loader_accepts(suite_file, tmp_path, backend):
+    drawn = _drawn(suite_file, backend, 150)
+    entries = [scenario_entry(s, f"drawn-{i}") for i, s in enumerate(drawn)]
+    path = tmp_path / "drawn.yaml"
+    path.write_text(SUITE + yaml.safe_dump({"scenarios": entries}, sort_keys=False))
+    loaded = load_suite(path).scenarios  # InvalidInput, at FILE:LINE, for any it refuses
+    assert [[step.describe() for step in s.steps] for s in loaded] == [
+        [step.describe() for step in s.steps] for s in drawn
+    ]
+    actions = {step.action for s in drawn for step in s.steps}
+    expected = set(ACTIONS) - ({RELEASE_GRAPH} if backend == "ort-web" else set())
+    assert actions == expected  # every step the backend runs is drawn, and only those
+    assert all(any(step.action == RUN for step in s.steps) for s in drawn)
+
+
+def _explore(suite_file: Path, out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "runner", "explore", str(suite_file), "--backend", "wgpu"]
+        + ["--out", str(out), *extra],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "REGRESS_CACHE_DIR": str(cache)},
+    )
+
+
+@pytest.mark.gpu
+def test_the_input_snapshot_canary_is_found_shrunk_written_and_replayed_first(suite_file, tmp_path):
+    out, cache = tmp_path / "found", tmp_path / "cache"
+    inject = ("--inject", "input-snapshot-at-capture")
+    explored = _explore(suite_file, out, cache, *inject, "--budget", "25s", "--seed", "1")
+    assert explored.returncode == 1, explored.stderr
+    (found,) = out.glob("*.yaml")
+    (scenario,) = yaml.safe_load(found.read_text())["scenarios"]
+    assert scenario["expect"] == "stale-input"
+    assert scenario["steps"] == [{"run": "s1"}, {"run": "s1"}]  # record, then replay new inputs
+    assert "wgpu (version" in scenario["reason"] and "llvmpipe" in scenario["reason"]
+    assert "step 2 (run: s1): capture output 'y' differs" in scenario["reason"]
+    assert "stale-input: 2 steps, first seen after" in explored.stdout
+    assert "explore: " in explored.stderr  # progress lines
+
+    rerun = subprocess.run(
+        [sys.executable, "-m", "runner", "run", str(found), *inject, "--out", str(tmp_path / "r")]
+        + ["-q"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert rerun.returncode == 0, rerun.stderr  # stale-input, as expected
+
+    replayed = _explore(suite_file, tmp_path / "again", cache, *inject, "--budget", "3s")
+    assert replayed.returncode == 1
+    # Hypothesis keeps its own minimal (shortlex over its choices, not the fewest steps):
+    # the replay may write a step more than the first run did
+    steps, seen = replayed.stdout.removeprefix("stale-input: ").split(" steps, first seen after ")
+    assert int(steps) <= 3
+    assert seen.startswith("1 examples")
+
+
+@pytest.mark.gpu
+def test_clean_wgpu_finds_nothing_in_a_short_budget(suite_file, tmp_path):
+    out = tmp_path / "found"
+    explored = _explore(suite_file, out, tmp_path / "cache", "--budget", "15s", "--seed", "3")
+    assert explored.returncode == 0, explored.stderr
+    assert "nothing found" in explored.stdout
+    examples = int(explored.stderr.split("explored ")[1].split()[0])
+    assert examples > 20
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--budget", "soon"], "'soon' is not a time"),
+        (["--backend", "ort-web"], "explore runs on one backend target; --backend names 3"),
+        (["--filter", "capture=eager"], "expected model=GLOB or suite=GLOB"),
+        (["--filter", "model=nothing*"], "no model to explore"),
+        (["--inject", "no-such-fault"], "--inject no-such-fault: no such fault on wgpu"),
+        (["--backend", "reference"], "reference runs no scenarios"),
+    ],
+)
+def test_bad_input_exits_2_saying_why(suite_file, tmp_path, extra, message):
+    explored = subprocess.run(
+        [sys.executable, "-m", "runner", "explore", str(suite_file), "--out", str(tmp_path)]
+        + (["--backend", "wgpu"] if "--backend" not in extra else [])
+        + extra,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "REGRESS_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    assert explored.returncode == 2
+    assert message in explored.stderr
+    assert "Traceback" not in explored.stderr
