@@ -424,23 +424,15 @@ def cmd_repro(args: argparse.Namespace) -> ExitCode:
     made = make_bundle(
         args.reports, args.result_id, options, lambda text: console.print(escape(text))
     )
-    chosen = made.chosen
-    cut = chosen.candidate.cut
     print(f"wrote {made.folder}: {', '.join(sorted({f.split('/')[0] for f in made.files}))}")
-    if cut is None:
-        print(f"model.onnx: the full model ({made.full_nodes} nodes)")
-    else:
-        print(
-            f"model.onnx: {cut.nodes} of {made.full_nodes} nodes, cut at {made.anchor.node} "
-            f"({made.anchor.op_type}) with {cut.depth} producer level(s) above it"
-        )
+    print(made.model_line)
     for note in made.notes:
         print(f"note: {note}")
-    verdict = chosen.rerun.judgement.verdict
+    verdict = made.verdict
     if not made.reproduced:
         console.print(
             f"[yellow]not reproduced[/yellow]: the rerun gave {verdict}, the result "
-            f"{made.subject.result.verdict}; the bundle is written anyway"
+            f"{made.result.verdict}; the bundle is written anyway"
         )
         return ExitCode.UNEXPECTED
     print(f"reproduced: {verdict}; to run it:")

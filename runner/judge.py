@@ -73,6 +73,43 @@ class JudgedRun(Protocol):
     def trace(self) -> JudgedTrace: ...
 
 
+@dataclass(frozen=True)
+class CaseFacts:
+    """A `JudgedCase` as plain values, for evidence that has no ``Case``: a repro bundle's
+    step, read from its files, and a scenario's session."""
+
+    capture: bool
+    graphs: int
+    tolerance: Tolerance
+    expect: frozenset[str] = frozenset({"pass"})
+    revisit: bool = False
+    dynamic: bool = False
+
+    @property
+    def mode(self) -> str:
+        return "capture" if self.capture else "eager"
+
+
+@dataclass(frozen=True)
+class ReplayCounts:
+    """A `JudgedTrace` as plain values: what the replays asked of WebGPU."""
+
+    replay_bind_groups_created: int = 0
+    replay_uniform_writes: int = 0
+    replay_reruns: int = 0
+    unrecorded_graphs: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """A `JudgedRun` as plain values, beside `CaseFacts`."""
+
+    status: str
+    message: str = ""
+    runs: tuple[Outputs, ...] = ()
+    trace: ReplayCounts = ReplayCounts()
+
+
 def default_measure() -> Measure:
     """numpy's comparisons, the suite's. Imported here, when the suite asks: a bundle's page
     judges without numpy and passes its own measure."""

@@ -1,10 +1,11 @@
 """explore: drawn scenarios are ones the loader accepts (and only the steps a backend runs);
 the input-snapshot canary on wgpu is found, shrunk to two steps, written as a suite that
-reproduces it, and replayed first from the example database; clean wgpu finds nothing; bad
-input exits 2."""
+reproduces it with its repro bundle beside it, and replayed first from the example database;
+clean wgpu finds nothing; bad input exits 2."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,11 +17,11 @@ from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from runner.backends import REGISTRY
-from runner.explore.finding import scenario_entry
 from runner.explore.machine import machine_factory
 from runner.explore.space import ExploredModel, Space
+from runner.scenario.values import ACTIONS, RELEASE_GRAPH, RUN
 from runner.suite.loader import load_suite
-from runner.suite.scenarios import ACTIONS, RELEASE_GRAPH, RUN
+from runner.suite.scenarios import scenario_entry
 from runner.suite.spec import BackendTarget
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,6 +98,11 @@ def test_the_input_snapshot_canary_is_found_shrunk_written_and_replayed_first(su
     assert "wgpu (version" in scenario["reason"] and "llvmpipe" in scenario["reason"]
     assert "step 2 (run: s1): capture output 'y' differs" in scenario["reason"]
     assert "stale-input: 2 steps, first seen after" in explored.stdout
+    bundle = out / found.stem  # its repro bundle, beside it
+    bundled = json.loads((bundle / "repro.json").read_text())
+    steps = [(s["action"], s["session"]) for s in bundled["scenario"]["steps"]]
+    assert steps == [("run", "s1")] * 2
+    assert bundled["suite"]["verdict"] == "stale-input" and (bundle / "repro.py").is_file()
     assert "explore: " in explored.stderr  # progress lines
 
     rerun = subprocess.run(

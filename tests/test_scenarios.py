@@ -1,9 +1,11 @@
 """Scenarios: the vocabulary's FILE:LINE errors, the feeds, a wgpu scenario clean and with an
-injected fault (naming the failing step), and the held-output TypeError on onnxruntime-web."""
+injected fault (naming the failing step) and its repro bundle, and the held-output TypeError on
+onnxruntime-web."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -124,6 +126,30 @@ def test_a_wgpu_scenario_passes_clean_and_names_the_step_a_fault_fails(tmp_path)
     assert (code, faulty["verdict"], faulty["outcome"]) == (1, "stale-input", "unexpected")
     assert faulty["message"].startswith("step 3 (run: p, line 19)")
     assert faulty["stale_from"] == "run 1"
+
+    # Its repro bundle, moved elsewhere, replays the steps and judges them as the suite did;
+    # without the fault, the same steps pass.
+    made = tmp_path / "made"
+    bundled = subprocess.run(
+        [sys.executable, "-m", "runner", "repro", faulty["result_id"], "--reports"]
+        + [str(tmp_path / "faulty"), "--out", str(made), "--with-fault"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert bundled.returncode == 0, bundled.stderr
+    assert "reproduced: stale-input" in bundled.stdout
+    bundle = shutil.move(made, tmp_path / "elsewhere")
+    script = [sys.executable, "repro.py"]
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    with_fault = subprocess.run(script, cwd=bundle, env=env, capture_output=True, text=True)
+    assert with_fault.returncode == 1, with_fault.stdout + with_fault.stderr
+    assert with_fault.stdout.splitlines()[-2:] == [faulty["message"], "FAIL: stale-input"]
+    without = subprocess.run(
+        [*script, "--faults", "off"], cwd=bundle, env=env, capture_output=True, text=True
+    )
+    assert without.returncode == 0, without.stdout + without.stderr
+    assert without.stdout.splitlines()[-1] == "PASS"
 
 
 @pytest.mark.browser

@@ -22,8 +22,9 @@ from runner.backends.base import (
     case_timeout,
     resolve,
 )
-from runner.backends.sequence import ScenarioPlan, ScenarioRun
+from runner.backends.sequence import ScenarioPlan
 from runner.errors import EnvironmentUnusable
+from runner.scenario.values import ScenarioRun
 
 if TYPE_CHECKING:  # annotations only: the matrix and workloads are built before any backend
     from runner.matrix import Case

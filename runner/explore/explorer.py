@@ -106,7 +106,7 @@ class _Examiner:
         self.steps += len(scenario.steps)
         if stepped.failing_step is None or stepped.result.verdict == "skipped":
             return
-        failure = Failure(explored, scenario, stepped.result, stepped.failing_step)
+        failure = Failure(explored, scenario, stepped)
         kind = failure.kind
         if kind in self.known:
             return
@@ -258,4 +258,5 @@ def _machine(backend: Backend, target: BackendTarget) -> BackendMachine:
     adapter = environment.get("adapter") or {}
     keys = ("vendor", "name", "device", "architecture", "description", "driver")
     described = ", ".join(str(adapter[k]) for k in keys if adapter.get(k)) or "unknown"
-    return BackendMachine(str(target.version or environment.get(target.name) or "n/a"), described)
+    version = str(target.version or environment.get(target.name) or "n/a")
+    return BackendMachine(version, described, environment)

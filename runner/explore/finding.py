@@ -8,18 +8,24 @@ scenario's ``signature`` (sessions named by first use).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from platform import platform
 from typing import Any
 
 import yaml
 
 from runner.explore.space import ExploredModel
 from runner.history import CaseResult
-from runner.suite.scenarios import RUN, Scenario, ScenarioSession, ScenarioStep
+from runner.repro import bundle
+from runner.repro.scenario import write_scenario_bundle
+from runner.scenario.step import ScenarioTarget, SteppedScenario
+from runner.suite.scenarios import Scenario, scenario_entry
 from runner.suite.spec import BackendTarget
 
 FailureKind = tuple[str, str, str]
@@ -33,6 +39,7 @@ class BackendMachine:
 
     version: str
     adapter: str
+    environment: Mapping[str, Any]  # the backend's, as run.json records it
 
 
 @dataclass(frozen=True)
@@ -41,8 +48,15 @@ class Failure:
 
     explored: ExploredModel
     scenario: Scenario
-    result: CaseResult
-    failing_step: int
+    stepped: SteppedScenario  # its result, failing step, workload and references
+
+    @property
+    def result(self) -> CaseResult:
+        return self.stepped.result
+
+    @property
+    def failing_step(self) -> int:
+        return self.stepped.failing_step
 
     @property
     def kind(self) -> FailureKind:
@@ -112,36 +126,32 @@ def write_finding(
     )
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(header + yaml.safe_dump(suite, sort_keys=False, width=100))
+    _write_bundle(failure, out / name, path, machine, injected, seed)
     return path
 
 
-def scenario_entry(scenario: Scenario, name: str) -> dict[str, Any]:
-    """The scenario as a suite's ``scenarios:`` entry says it (without expectations)."""
-    return {
-        "name": name,
-        "model": scenario.model.name,
-        "sessions": {s.name: _session(s) for s in scenario.sessions},
-        "steps": [_step(s) for s in scenario.steps],
-    }
-
-
-def _session(session: ScenarioSession) -> dict[str, Any]:
-    entry: dict[str, Any] = {} if session.capture else {"capture": False}
-    if session.outputs != "none":
-        entry["outputs"] = session.outputs
-    elif session.location != ("gpu-buffer" if session.capture else "cpu"):
-        entry["location"] = session.location
-    return entry
-
-
-def _step(step: ScenarioStep) -> dict[str, Any]:
-    entry: dict[str, Any] = {step.action: step.session}
-    if step.graph:
-        entry["graph"] = step.graph
-    if step.action == RUN:
-        entry.update({"inputs": step.inputs} if step.inputs != "rewrite" else {})
-        entry.update({"hold": True} if step.hold else {})
-    return entry
+def _write_bundle(
+    failure: Failure,
+    folder: Path,
+    path: Path,
+    machine: BackendMachine,
+    injected: frozenset[str],
+    seed: int | None,
+) -> None:
+    """The finding's repro bundle, beside its YAML, from the run that found it."""
+    target = failure.scenario.backends[0]
+    item = ScenarioTarget(failure.explored.suite, failure.scenario, target)
+    bundle.clear_previous(folder)  # a finding written again replaces its bundle
+    write_scenario_bundle(
+        folder,
+        item,
+        dataclasses.replace(failure.result, suite_path=str(path)),
+        failure.stepped,
+        injected,
+        local=False,
+        environment={"backends": {target.name: machine.environment}, "platform": platform()},
+        command=f"python -m runner explore{f' --seed {seed}' if seed is not None else ''}",
+    )
 
 
 def _model_entry(explored: ExploredModel, out: Path) -> dict[str, Any]:

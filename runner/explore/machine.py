@@ -15,16 +15,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from runner.explore.space import ExploredModel, Space
-from runner.suite.scenarios import (
-    CREATE,
-    DISPOSE,
-    RELEASE,
-    RELEASE_GRAPH,
-    RUN,
-    Scenario,
-    ScenarioSession,
-    ScenarioStep,
-)
+from runner.scenario.values import CREATE, DISPOSE, RELEASE, RELEASE_GRAPH, RUN, ScenarioStep
+from runner.suite.scenarios import Scenario, ScenarioSession
 
 MAX_SESSIONS = 3  # the known triggers need two; a third lets one run in between
 GRAPHS = 2  # gpu_graph_id 0 and 1

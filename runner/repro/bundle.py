@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ import numpy as np
 from runner.errors import InvalidInput
 from runner.history import CaseResult
 from runner.matrix import Case
+from runner.measure import Tolerance
 from runner.oracle import References
 from runner.repro import judging
 from runner.schedule import BASE
@@ -31,7 +32,7 @@ from runner.suite.spec import mode_name
 from runner.workload import Workload
 
 MANIFEST = "repro.json"
-MAIN = "main"  # the workload of the case itself
+MAIN = judging.MAIN
 
 
 def check_folder(folder: Path, force: bool) -> None:
@@ -192,6 +193,25 @@ def manifest(
     cut: Mapping[str, Any] | None,
     judge_modules: Sequence[str],
 ) -> dict[str, Any]:
+    faults = {f for step in session_steps for f in step["faults"]}
+    return {
+        **manifest_head(result, case.tolerance, faults, workloads, judge_modules),
+        "runs": runs,
+        "steps": session_steps,
+        "judge": dict(judged),
+        "recorded": dict(recorded),
+        "cut": dict(cut) if cut else None,
+    }
+
+
+def manifest_head(
+    result: CaseResult,
+    tolerance: Tolerance,
+    faults: Iterable[str],
+    workloads: Mapping[str, Any],
+    judge_modules: Sequence[str],
+) -> dict[str, Any]:
+    """What every bundle's ``repro.json`` says, a case's or a scenario's."""
     return {
         "result": result.result_id,
         "case": result.case_id,
@@ -202,14 +222,9 @@ def manifest(
         },
         "backend": result.backend,
         "version": result.version,
-        "tolerance": {"abs": case.tolerance.abs, "rel": case.tolerance.rel},
-        "runs": runs,
-        "faults": sorted({f for step in session_steps for f in step["faults"]}),
+        "tolerance": {"abs": tolerance.abs, "rel": tolerance.rel},
+        "faults": sorted(faults),
         "workloads": dict(workloads),
-        "steps": session_steps,
-        "judge": dict(judged),
-        "recorded": dict(recorded),
-        "cut": dict(cut) if cut else None,
         "judgeModules": list(judge_modules),
     }
 

@@ -1,11 +1,28 @@
-"""Which results a repro bundle can be made for, and the command that makes it (the report
-shows it under each failure, as it shows ``new-case``)."""
+"""Which results a repro bundle can be made for, the command that makes it (the report
+shows it under each failure, as it shows ``new-case``) and its options."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
 
 from runner.backends import REGISTRY
 from runner.backends.base import BackendDescriptor
 from runner.history import CaseResult
+
+
+@dataclass(frozen=True)
+class ReproOptions:
+    """``python -m runner repro``'s flags."""
+
+    out: Path | None = None  # the bundle folder; None: repro-<result id>
+    full_model: bool = False  # skip the cut
+    with_fault: bool = False  # carry the result's injected faults, labelled as injected
+    local: bool = False  # copy the backend's runtime in (offline)
+    force: bool = False  # bundle a passing result; write over a non-empty folder
+    chromium: str | None = None
+    adapter: str | None = None
+
 
 # Verdicts that leave nothing to reproduce.
 NOTHING_TO_REPRODUCE = frozenset({"pass", "skipped"})

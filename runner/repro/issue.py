@@ -63,6 +63,9 @@ class Report:
     model: str  # what model.onnx is, in words
     notes: tuple[str, ...]
     command: str  # how the bundle was made
+    # A scenario's bundle: its entry as YAML (then `sessions` are its steps, and there is no
+    # comparison table); "": a case's
+    scenario: str = ""
 
 
 def comparisons(
@@ -129,6 +132,8 @@ def issue_markdown(report: Report) -> str:
             "`runner.backends.wgpu`): run it where that project is installed. Everything else "
             "in this folder stands alone.",
         ]
+    if report.scenario:
+        return "\n".join([*lines, *_scenario_part(report)])
     lines += [
         "",
         f"Sessions, in the order the suite created them, each run {report.runs} times:",
@@ -171,6 +176,38 @@ def issue_markdown(report: Report) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _scenario_part(report: Report) -> list[str]:
+    """A scenario's steps, model and YAML, in place of a case's sessions and numbers."""
+    result = report.result
+    lines = [
+        "",
+        "The scenario's steps, in order; every run is judged against onnxruntime CPU for its "
+        "own inputs (`inputs/G-D/`, `expected/cpu/G-D/`), and the first step that fails is "
+        "the scenario's:",
+        "",
+        *[f"{i}. `{step}`" for i, step in enumerate(report.sessions, 1)],
+        "",
+        "## The model",
+        "",
+        report.model,
+        *[f"\n{note[0].upper()}{note[1:]}." for note in report.notes],
+        "",
+        "## The suite's scenario",
+        "",
+        f"Result `{result.result_id}` of run `{result.run_id}`, `{result.case_id}`, from "
+        f"`{result.suite_path}`:",
+        "",
+        "```yaml",
+        "scenarios:",
+        *[f"  {line}" for line in report.scenario.rstrip("\n").splitlines()],
+        "```",
+        "",
+        f"Made with `{report.command}` (webgpu-capture-regress).",
+        "",
+    ]
+    return lines
 
 
 def _what_happens(report: Report) -> str:

@@ -19,8 +19,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runner.judge import Evidence, Judgement, Twin, judge
+from runner.judge import CaseFacts, Evidence, Judgement, ReplayCounts, RunFacts, Twin, judge
 from runner.measure import Comparison, Measure, Outputs, Tolerance
+from runner.scenario.judging import ScenarioJudged
+from runner.scenario.judging import judge_steps as judge_scenario_steps
+from runner.scenario.values import ScenarioRun, StepRun
 from runner.schedule import Feed, Variant
 
 # The files the page loads into Pyodide: this module and every runner module it imports.
@@ -30,59 +33,29 @@ PAGE_MODULES = (
     "runner/schedule.py",
     "runner/verdicts.py",
     "runner/judge.py",
+    "runner/scenario/__init__.py",
+    "runner/scenario/values.py",
+    "runner/scenario/judging.py",
     "runner/repro/__init__.py",
     "runner/repro/judging.py",
 )
+
+MAIN = "main"  # the workload of the case (or scenario) itself
 
 # onnxruntime CPU's outputs for one input variant of one of the bundle's workloads:
 # (workload name, variant index) -> outputs
 References = Callable[[str, int], Outputs]
 
 
-@dataclass(frozen=True)
-class BundleStep:
-    """The judged step, as the judge reads a case."""
-
-    mode: str
-    graphs: int
-    revisit: bool
-    tolerance: Tolerance
-    dynamic: bool = False
-    expect: frozenset[str] = frozenset({"pass"})
-
-    @property
-    def capture(self) -> bool:
-        return self.mode == "capture"
-
-
-@dataclass(frozen=True)
-class ReplayCounts:
-    """What a bundle's replays asked of WebGPU (the judge's trace)."""
-
-    replay_bind_groups_created: int = 0
-    replay_uniform_writes: int = 0
-    replay_reruns: int = 0
-    unrecorded_graphs: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class StepRun:
-    """One step's result, as the judge reads a backend's run."""
-
-    status: str
-    message: str = ""
-    runs: tuple[Outputs, ...] = ()
-    trace: ReplayCounts = ReplayCounts()
-
-    @classmethod
-    def of(cls, result: Mapping[str, Any]) -> StepRun:
-        replays = result.get("replays") or {}
-        return cls(
-            status=result["status"],
-            message=result.get("message", ""),
-            runs=tuple(result.get("runs") or ()),
-            trace=ReplayCounts(replays.get("bindGroups", 0), replays.get("uniformWrites", 0)),
-        )
+def _run(result: Mapping[str, Any]) -> RunFacts:
+    """One step's result, as the bundle's runner reports it."""
+    replays = result.get("replays") or {}
+    return RunFacts(
+        status=result["status"],
+        message=result.get("message", ""),
+        runs=tuple(result.get("runs") or ()),
+        trace=ReplayCounts(replays.get("bindGroups", 0), replays.get("uniformWrites", 0)),
+    )
 
 
 def bundle_evidence(
@@ -106,16 +79,16 @@ def bundle_evidence(
     ]
     eager = judged.get("eager")
     return Evidence(
-        BundleStep(
-            mode=step["mode"],
+        CaseFacts(
+            capture=step["mode"] == "capture",
             graphs=step["graphs"],
-            revisit=step.get("reuse") is not None,
             tolerance=Tolerance(**manifest["tolerance"]),
+            revisit=step.get("reuse") is not None,
         ),
-        StepRun.of(results[judged["step"]]),
+        _run(results[judged["step"]]),
         _references(manifest, name, references),
         feeds=feeds,
-        eager=None if eager is None else Twin(StepRun.of(results[eager]), feeds),
+        eager=None if eager is None else Twin(_run(results[eager]), feeds),
         earlier=tuple(
             (manifest["workloads"][other]["layout"], _references(manifest, other, references))
             for other in dict.fromkeys(earlier)
@@ -144,6 +117,41 @@ def judge_steps(
     lines = [*_measured(evidence), *(f"{f.verdict}: {f.message}" for f in judgement.findings)]
     lines.append("PASS" if judgement.verdict == "pass" else f"FAIL: {judgement.verdict}")
     return judgement, lines
+
+
+@dataclass(frozen=True)
+class BundledScenario:
+    """A scenario bundle's ``repro.json``, read: what its runner replays and the judge reads."""
+
+    judged: ScenarioJudged
+    sessions: Mapping[str, Mapping[str, Any]]  # name -> capture, outputs, location, graphs
+    feeds: tuple[Feed | None, ...]  # per step: a run's graph and inputs
+    variants: tuple[Variant, ...]  # the main workload's input variants, in its files' order
+
+    @classmethod
+    def of(cls, manifest: Mapping[str, Any]) -> BundledScenario:
+        scenario = manifest["scenario"]
+        variants = tuple((v["graph"], v["draw"]) for v in manifest["workloads"][MAIN]["variants"])
+        return cls(
+            ScenarioJudged.of(scenario, Tolerance(**manifest["tolerance"])),
+            scenario["sessions"],
+            tuple(None if f is None else Feed(f[0], variants[f[1]]) for f in scenario["feeds"]),
+            variants,
+        )
+
+
+def judge_scenario(
+    manifest: Mapping[str, Any], run: ScenarioRun, references: References, measure: Measure
+) -> tuple[Judgement, list[str]]:
+    """The scenario judged as the suite judges it (``runner.scenario.judging``), and what to
+    print: the failing step with the judge's words, and last ``PASS`` or ``FAIL: <headline>``."""
+    bundled = BundledScenario.of(manifest)
+    cpu = {variant: references(MAIN, i) for i, variant in enumerate(bundled.variants)}
+    judged = judge_scenario_steps(bundled.judged, run, bundled.feeds, cpu, measure)
+    judgement = judged.judgement
+    if not judged.failing:
+        return judgement, ["PASS"]
+    return judgement, [judgement.message, f"FAIL: {judgement.verdict}"]
 
 
 def _measured(ev: Evidence) -> list[str]:
@@ -215,12 +223,20 @@ def judge_page(
     each run's outputs an index into the script's tensor table, and `references` the indices of
     onnxruntime CPU's outputs per workload and variant."""
     table = json.loads(references)
-    judgement, lines = judge_steps(
-        json.loads(manifest),
-        json.loads(results),
-        lambda name, variant: table[name][variant],
-        ScriptMeasure(compare, first_difference),
-    )
+    read, reported = json.loads(manifest), json.loads(results)
+    measure = ScriptMeasure(compare, first_difference)
+    if "scenario" in read:  # the page's scenario report (scenario.mjs), each run's outputs
+        run = ScenarioRun(  # one index into the table
+            reported["status"],
+            reported["message"],
+            tuple(
+                StepRun.counted(step["outputs"], step["counts"]) if "outputs" in step else StepRun()
+                for step in reported["steps"]
+            ),
+        )
+        judgement, lines = judge_scenario(read, run, lambda n, v: table[n][v], measure)
+    else:
+        judgement, lines = judge_steps(read, reported, lambda n, v: table[n][v], measure)
     return json.dumps(
         {
             "verdict": judgement.verdict,

@@ -19,25 +19,16 @@ import onnx
 
 from runner.backends import REGISTRY
 from runner.backends.base import BackendOptions, ReproRequest, ReproRunner, resolve
+from runner.history import CaseResult
 from runner.history.lookup import find_result
 from runner.oracle import onnxruntime_version
 from runner.repro import bundle, issue
-from runner.repro.command import NOTHING_TO_REPRODUCE, backend_name
+from runner.repro.command import NOTHING_TO_REPRODUCE, ReproOptions, backend_name
 from runner.repro.cut import Anchor, Cut, anchor, cut_workload, op_counts, plan_cuts
+from runner.repro.scenario import ScenarioBundle, bundle_scenario, is_scenario
 from runner.repro.subject import Subject, check_reproducible, load_subject
 from runner.repro.verify import Rerun, eager_values, rerun
 from runner.workload import Workload
-
-
-@dataclass(frozen=True)
-class ReproOptions:
-    out: Path | None = None  # the bundle folder; None: repro-<result id>
-    full_model: bool = False  # skip the cut
-    with_fault: bool = False  # carry the result's injected faults, labelled as injected
-    local: bool = False  # copy the backend's runtime in (offline)
-    force: bool = False  # bundle a passing result; write over a non-empty folder
-    chromium: str | None = None
-    adapter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +71,25 @@ class Bundle:
     def reproduced(self) -> bool:
         return self.chosen.kept
 
+    @property
+    def result(self) -> CaseResult:
+        return self.subject.result
+
+    @property
+    def verdict(self) -> str:
+        """What the rerun of the bundled model gave."""
+        return self.chosen.rerun.judgement.verdict
+
+    @property
+    def model_line(self) -> str:
+        cut = self.chosen.candidate.cut
+        if cut is None:
+            return f"model.onnx: the full model ({self.full_nodes} nodes)"
+        return (
+            f"model.onnx: {cut.nodes} of {self.full_nodes} nodes, cut at {self.anchor.node} "
+            f"({self.anchor.op_type}) with {cut.depth} producer level(s) above it"
+        )
+
 
 def search(
     candidates: Sequence[Candidate],
@@ -105,7 +115,7 @@ def search(
 
 def make_bundle(
     reports: Path, result_id: str, options: ReproOptions, say: Callable[[str], None] = print
-) -> Bundle:
+) -> Bundle | ScenarioBundle:
     """Raises InvalidInput for a result there is nothing to bundle for, a changed model or an
     occupied folder; EnvironmentUnusable when the backend cannot run here."""
     history = reports / "history.sqlite"
@@ -113,6 +123,9 @@ def make_bundle(
     folder = options.out or Path(f"repro-{result.result_id}")
     bundle.check_folder(folder, options.force)
     check_reproducible(result, force=options.force, with_fault=options.with_fault)
+    if is_scenario(result):
+        command = _command(result.result_id, options)
+        return bundle_scenario(history, result, folder, options, command, say)
     subject = load_subject(history, result, options.with_fault)
     backend_options = BackendOptions(
         runs=subject.runs, chromium=options.chromium, adapter=options.adapter

@@ -63,11 +63,11 @@ def check_reproducible(result: CaseResult, *, force: bool, with_fault: bool) -> 
 def load_subject(history: Path, result: CaseResult, with_fault: bool) -> Subject:
     """The result's case and sequence, rebuilt; InvalidInput when the suite no longer holds the
     case or now builds another model."""
-    run = _run_record(history, result.run_id)
+    run = run_record(history, result.run_id)
     options = run.options
     run_faults = frozenset(options.get("inject") or ()) if with_fault else frozenset()
     suite = load_suite(Path(result.suite_path))
-    single = dataclasses.replace(suite, backends=(_target(suite, result),))
+    single = dataclasses.replace(suite, backends=(result_target(suite, result),))
     cases = [_with_faults(c, run_faults, with_fault) for c in expand_suite(single)]
     index = next((i for i, c in enumerate(cases) if _same_case(c, result)), None)
     if index is None:
@@ -80,7 +80,7 @@ def load_subject(history: Path, result: CaseResult, with_fault: bool) -> Subject
         case = dataclasses.replace(case, inject=frozenset(result.injected))
     runs = int(options.get("runs") or 3)
     workload = materialize(case, runs)  # with the input sequence the run fed
-    notes = _check_digest(result, workload)
+    notes = check_digest(result, workload)
     before = [c for c in cases[:index] if c.sequence == case.sequence]
     eager = None
     earlier: tuple[tuple[Case, Workload], ...] = ()
@@ -100,13 +100,13 @@ def load_subject(history: Path, result: CaseResult, with_fault: bool) -> Subject
     )
 
 
-def _run_record(history: Path, run_id: str) -> RunRecord:
+def run_record(history: Path, run_id: str) -> RunRecord:
     """The result's run (a bare record when the history lost it)."""
     with SqliteHistory(history) as store:
         return next((r for r in store.runs() if r.run_id == run_id), RunRecord(run_id, ""))
 
 
-def _target(suite: Suite, result: CaseResult) -> BackendTarget:
+def result_target(suite: Suite, result: CaseResult) -> BackendTarget:
     """The suite's own target for the result (its adapter kept), else the one the result names
     (a run retargeted with --backend or another version)."""
     for target in suite.backends:
@@ -131,7 +131,7 @@ def _with_faults(case: Case, run_faults: frozenset[str], with_fault: bool) -> Ca
     return dataclasses.replace(case, inject=case.inject | run_faults if with_fault else frozenset())
 
 
-def _check_digest(result: CaseResult, workload: Workload) -> tuple[str, ...]:
+def check_digest(result: CaseResult, workload: Workload) -> tuple[str, ...]:
     recorded = result.model_digest
     if recorded is None:
         return (

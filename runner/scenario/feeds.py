@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from runner.scenario.values import RELEASE, RUN
 from runner.schedule import Feed
-from runner.suite.scenarios import RELEASE, RUN, Scenario
+from runner.suite.scenarios import Scenario
 
 
 def scenario_feeds(scenario: Scenario) -> tuple[Feed | None, ...]:

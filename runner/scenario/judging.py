@@ -5,81 +5,93 @@ Each run step is judged with the runs of its session before it (in that session'
 ``nondeterministic`` compare ``inputs: same`` runs; capture runs are judged against onnxruntime
 CPU for their own inputs (there is no eager twin in a scenario). The first step whose evidence
 does not pass is the scenario's failing step.
+
+A repro bundle of a scenario judges here too (``runner.repro.judging``): on its page, under
+Pyodide, so this module imports only what the judge does and ``runner.scenario.values``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from runner.backends.sequence import ScenarioRun, StepRun
-from runner.judge import Evidence, Judgement, judge
-from runner.measure import Outputs, Tolerance
+from runner.judge import CaseFacts, Evidence, Judgement, ReplayCounts, RunFacts, judge
+from runner.measure import Measure, Outputs, Tolerance
+from runner.scenario.values import (
+    CREATE,
+    RELEASE,
+    RELEASE_GRAPH,
+    RUN,
+    ScenarioRun,
+    ScenarioStep,
+    StepRun,
+    session_graphs,
+)
 from runner.schedule import Feed, Variant
-from runner.suite.scenarios import CREATE, RELEASE, RELEASE_GRAPH, RUN, Scenario
 
 
 @dataclass(frozen=True)
-class SessionCase:
-    """A scenario session, as the judge reads a case (``JudgedCase``)."""
+class ScenarioJudged:
+    """What the judge reads of a scenario: its steps, which sessions capture, what it expects."""
 
-    capture: bool
-    graphs: int
-    tolerance: Tolerance
+    steps: tuple[ScenarioStep, ...]
+    capture: Mapping[str, bool]  # session -> whether it captures
     expect: frozenset[str]
-    dynamic: bool = False
-    revisit: bool = False
+    tolerance: Tolerance
 
-    @property
-    def mode(self) -> str:
-        return "capture" if self.capture else "eager"
+    def to_json(self) -> dict[str, Any]:
+        """Its steps, sessions and expectation as a repro bundle's ``repro.json`` holds them."""
+        return {
+            "steps": [dataclasses.asdict(step) for step in self.steps],
+            "capture": dict(self.capture),
+            "expect": sorted(self.expect),
+        }
 
-
-@dataclass(frozen=True)
-class SessionTrace:
-    """What the session's replays asked of WebGPU (``JudgedTrace``)."""
-
-    replay_bind_groups_created: int = 0
-    replay_uniform_writes: int = 0
-    replay_reruns: int = 0
-    unrecorded_graphs: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class SessionRuns:
-    """The session's runs so far (``JudgedRun``)."""
-
-    status: str
-    message: str
-    runs: tuple[Outputs, ...]
-    trace: SessionTrace
+    @classmethod
+    def of(cls, data: Mapping[str, Any], tolerance: Tolerance) -> ScenarioJudged:
+        steps = tuple(ScenarioStep(**step) for step in data["steps"])
+        return cls(steps, data["capture"], frozenset(data["expect"]), tolerance)
 
 
 @dataclass(frozen=True)
 class StepJudgement:
     step: int  # index into the scenario's steps
+    # its message starts with the step (``step N (run: a, line L): ...``) when it failed
     judgement: Judgement
+    failing: bool  # it did not pass (and the backend did not skip the scenario)
 
 
 def judge_steps(
-    scenario: Scenario,
+    scenario: ScenarioJudged,
     run: ScenarioRun,
     feeds: Sequence[Feed | None],
     references: Mapping[Variant, Outputs],
-    tolerance: Tolerance,
+    measure: Measure,
 ) -> StepJudgement:
     """The first step that does not pass, judged; else the last run step's (a pass). A step
     the backend failed is judged on the backend's status and message."""
+    index, judgement = _first_failing(scenario, run, feeds, references, measure)
+    if judgement.verdicts == {"pass"} or run.status == "skipped":
+        return StepJudgement(index, judgement, False)
+    step = scenario.steps[index]
+    line = f", line {step.line}" if step.line is not None else ""  # drawn steps have none
+    where = f"step {index + 1} ({step.describe()}{line})"
+    return StepJudgement(
+        index, dataclasses.replace(judgement, message=f"{where}: {judgement.message}"), True
+    )
+
+
+def _first_failing(scenario, run, feeds, references, measure) -> tuple[int, Judgement]:
     life: dict[str, list[int]] = {}  # session -> its run steps since it was created
     last = None
     for index, step in enumerate(scenario.steps):
         if step.action in (CREATE, RELEASE):
             life[step.session] = []
         if index >= len(run.steps):
-            failed = SessionRuns(run.status, run.message, (), SessionTrace())
-            return StepJudgement(
-                index, judge(_evidence(scenario, step.session, failed, (), {}, tolerance))
-            )
+            failed = RunFacts(run.status, run.message)
+            return index, judge(_evidence(scenario, step.session, failed, (), {}, measure))
         if step.action == RELEASE_GRAPH:  # its next run records again
             life[step.session] = [
                 i for i in life.get(step.session, []) if feeds[i].graph != step.graph
@@ -91,20 +103,19 @@ def judge_steps(
         judged = _session_runs(
             scenario, step.session, [run.steps[i] for i in runs], [feeds[i] for i in runs]
         )
-        last = judge(
-            _evidence(
-                scenario, step.session, judged, tuple(feeds[i] for i in runs), references, tolerance
-            )
-        )
+        session_feeds = tuple(feeds[i] for i in runs)
+        last = judge(_evidence(scenario, step.session, judged, session_feeds, references, measure))
         if last.verdicts != {"pass"}:
-            return StepJudgement(index, last)
-    return StepJudgement(len(run.steps) - 1, last)
+            return index, last
+    return len(run.steps) - 1, last
 
 
-def _session_runs(scenario, session: str, steps: list[StepRun], feeds: list[Feed]) -> SessionRuns:
+def _session_runs(
+    scenario: ScenarioJudged, session: str, steps: list[StepRun], feeds: list[Feed]
+) -> RunFacts:
     """A session's runs and its replays' trace: each graph's first run records, unless it
     recorded nothing (a build that ignores graph ids)."""
-    capture = scenario.session(session).capture
+    capture = scenario.capture[session]
     firsts = {}
     for i, feed in enumerate(feeds):
         firsts.setdefault(feed.graph, i)
@@ -112,19 +123,19 @@ def _session_runs(scenario, session: str, steps: list[StepRun], feeds: list[Feed
     unrecorded = ()
     if capture and any(steps[i].records for i in firsts.values()):
         unrecorded = tuple(g for g, i in firsts.items() if not steps[i].records)
-    trace = SessionTrace(
+    trace = ReplayCounts(
         sum(s.bind_groups_created for s in replays) if capture else 0,
         sum(s.uniform_writes for s in replays) if capture else 0,
         unrecorded_graphs=unrecorded,
     )
-    return SessionRuns("ok", "", tuple(s.outputs for s in steps), trace)
+    return RunFacts("ok", "", tuple(s.outputs for s in steps), trace)
 
 
-def _evidence(scenario, session, runs, feeds, references, tolerance) -> Evidence:
-    case = SessionCase(
-        scenario.session(session).capture,
-        scenario.graphs(session),
-        tolerance,
-        scenario.expectation.expect,
+def _evidence(scenario: ScenarioJudged, session, runs, feeds, references, measure) -> Evidence:
+    case = CaseFacts(
+        scenario.capture[session],
+        session_graphs(scenario.steps, session),
+        scenario.tolerance,
+        scenario.expect,
     )
-    return Evidence(case, runs, references, feeds=feeds)
+    return Evidence(case, runs, references, feeds=feeds, measure=measure)

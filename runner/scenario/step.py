@@ -11,21 +11,24 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from runner.backends.base import Backend, BackendOptions
-from runner.backends.sequence import ScenarioPlan, ScenarioRun
+from runner.backends.base import Backend, BackendOptions, BackendRun
+from runner.backends.sequence import ScenarioPlan
 from runner.casestep import Oracle
+from runner.compare import NUMPY
 from runner.history import CaseResult
 from runner.history.record import result_id
-from runner.judge import Judgement
 from runner.matrix import Case
+from runner.measure import Outputs, Tolerance
 from runner.scenario.feeds import scenario_feeds
-from runner.scenario.judging import judge_steps
+from runner.scenario.judging import ScenarioJudged, judge_steps
+from runner.scenario.values import ScenarioRun
+from runner.schedule import Feed, Variant
 from runner.suite.scenarios import Scenario
 from runner.suite.spec import BackendTarget, Suite
-from runner.workload import materialize
+from runner.workload import Workload, materialize
 
 MODE = "scenario"  # a result's `capture`: its sessions say which capture
 
@@ -45,10 +48,14 @@ class ScenarioTarget:
 
 @dataclass(frozen=True)
 class SteppedScenario:
-    """A scenario's stored result, and which of its steps failed (``explore`` shrinks on it)."""
+    """A scenario's stored result, and which of its steps failed (``explore`` shrinks on it);
+    what it ran, for a repro bundle to hold."""
 
     result: CaseResult
     failing_step: int | None  # index into the scenario's steps; None: it passed or was skipped
+    feeds: tuple[Feed | None, ...]  # per step: a run's graph and inputs
+    workload: Workload | None = None  # None: the model or its inputs could not be built
+    references: Mapping[Variant, Outputs] = field(default_factory=dict)  # onnxruntime CPU's
 
 
 def step_scenario(
@@ -60,12 +67,19 @@ def step_scenario(
     tolerance = scenario.tolerance or suite.tolerance
     feeds = scenario_feeds(scenario)
     case = Case(
-        suite, scenario.model, scenario.shape, suite.layouts[0], item.target, True, tolerance
+        suite,
+        scenario.model,
+        scenario.shape,
+        suite.layouts[0],
+        item.target,
+        True,
+        tolerance,
+        scenario.expectation,
+        inject=options.inject,
     )
-    references, run, digest = {}, ScenarioRun(), None
+    references, run, workload = {}, ScenarioRun(), None
     try:
         workload = materialize(case, schedule=tuple(f for f in feeds if f is not None))
-        digest = workload.model_digest
         references = oracle(workload)
     except Exception as exc:  # a model or reference that cannot be built fails this scenario
         run = ScenarioRun("error", f"{type(exc).__name__}: {exc}")
@@ -82,50 +96,32 @@ def step_scenario(
                 options.timeout_s or suite.timeout_s,
             )
             run = backend.run_scenario(plan)
-    judged = judge_steps(scenario, run, feeds, references, tolerance)
-    step = scenario.steps[judged.step]
-    judgement = judged.judgement
-    failing = judgement.verdicts != {"pass"} and run.status != "skipped"
-    if failing:
-        line = f", line {step.line}" if step.line is not None else ""  # drawn steps have none
-        where = f"step {judged.step + 1} ({step.describe()}{line})"
-        judgement = dataclasses.replace(judgement, message=f"{where}: {judgement.message}")
-    result = _result(item, judgement, run, tolerance, run_id, began, digest)
-    return SteppedScenario(result, judged.step if failing else None)
-
-
-def _result(item, judgement: Judgement, run, tolerance, run_id, began, digest) -> CaseResult:
-    scenario, target = item.scenario, item.target
-    return CaseResult(
-        result_id=result_id(run_id, item.id),
-        run_id=run_id,
-        case_id=item.id,
-        suite=item.suite.name,
-        suite_path=str(item.suite.path),
-        model=scenario.model.name,
-        shape=scenario.shape.as_dict(),
-        layout=item.suite.layouts[0].label,
-        layout_order=list(item.suite.layouts[0].order),
-        layout_values=item.suite.layouts[0].values_dict(),
-        backend=target.id,
-        bundle=target.bundle,
-        version=target.version,
-        capture=MODE,
-        verdict=judgement.verdict,
-        verdicts=sorted(judgement.verdicts),
-        expected=sorted(scenario.expectation.expect),
-        outcome=judgement.outcome,
-        bug=scenario.expectation.bug,
-        reason=scenario.expectation.reason,
-        max_abs_error=judgement.max_abs,
-        max_rel_error=judgement.max_rel,
-        tolerance=asdict(tolerance),
-        message=judgement.message,
-        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    judged = judge_steps(judged_scenario(scenario, tolerance), run, feeds, references, NUMPY)
+    result = CaseResult.of(  # a case's record, but for its id, mode, line and trace
+        run_id,
+        case,
+        BackendRun(run.status, message=run.message),
+        judged.judgement,
         wall_ms=(time.perf_counter() - began) * 1000,
-        attribution=judgement.attribution,
-        stale_from=judgement.stale_from,
+        model_digest=workload.model_digest if workload else None,
+    )
+    result = dataclasses.replace(
+        result,
+        result_id=result_id(run_id, item.id),
+        case_id=item.id,
+        capture=MODE,
         suite_line=scenario.line,
-        model_digest=digest,
         trace={"steps": len(run.steps), **run.details},
+    )
+    failing = judged.step if judged.failing else None
+    return SteppedScenario(result, failing, feeds, workload, references)
+
+
+def judged_scenario(scenario: Scenario, tolerance: Tolerance) -> ScenarioJudged:
+    """What the judge reads of `scenario`."""
+    return ScenarioJudged(
+        scenario.steps,
+        {s.name: s.capture for s in scenario.sessions},
+        scenario.expectation.expect,
+        tolerance,
     )

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from runner.measure import Tolerance
-from runner.suite.spec import BackendTarget, Expectation, ModelSpec, Shape
-
-RUN, DISPOSE, RELEASE_GRAPH, RELEASE, CREATE = (
-    "run",
-    "dispose",
-    "release-graph",
-    "release",
-    "create",
+from runner.scenario.values import (
+    ACTIONS,
+    CREATE,
+    RELEASE,
+    RELEASE_GRAPH,
+    RUN,
+    ScenarioStep,
+    session_graphs,
 )
-ACTIONS = (RUN, DISPOSE, RELEASE_GRAPH, RELEASE, CREATE)
+from runner.suite.spec import BackendTarget, Expectation, ModelSpec, Shape
 
 
 @dataclass(frozen=True)
@@ -29,24 +30,6 @@ class ScenarioSession:
     capture: bool = True
     outputs: str = "none"  # pre-allocated outputs: none | rewrite | fresh (as `buffers:`)
     location: str = "gpu-buffer"  # where outputs the backend allocates stay: gpu-buffer | cpu
-
-
-@dataclass(frozen=True)
-class ScenarioStep:
-    action: str  # one of ACTIONS
-    session: str
-    graph: int = 0
-    inputs: str = "rewrite"  # run: rewrite | fresh | same
-    hold: bool = False  # run: keep its outputs alive
-    line: int | None = None  # where the step is written
-
-    def describe(self) -> str:
-        """The step as YAML says it, in one line."""
-        extra = [f"graph: {self.graph}"] if self.graph and self.action != CREATE else []
-        if self.action == RUN:
-            extra += [f"inputs: {self.inputs}"] * (self.inputs != "rewrite")
-            extra += ["hold: true"] * self.hold
-        return ", ".join([f"{self.action}: {self.session}", *extra])
 
 
 @dataclass(frozen=True)
@@ -66,7 +49,7 @@ class Scenario:
 
     def graphs(self, session: str) -> int:
         """How many graph ids the session's steps name."""
-        return 1 + max((s.graph for s in self.steps if s.session == session), default=0)
+        return session_graphs(self.steps, session)
 
 
 # (path in the suite, message, expected): a problem the loader reports at that path's line
@@ -185,3 +168,32 @@ def _check_steps(steps, capturing: Mapping[str, bool], path: tuple, report: Repo
         report(path, "no step runs a session", "at least one `run:` step")
         return False
     return ok
+
+
+def scenario_entry(scenario: Scenario, name: str) -> dict[str, Any]:
+    """The scenario as a suite's ``scenarios:`` entry says it (without expectations)."""
+    return {
+        "name": name,
+        "model": scenario.model.name,
+        "sessions": {s.name: _session_entry(s) for s in scenario.sessions},
+        "steps": [_step_entry(s) for s in scenario.steps],
+    }
+
+
+def _session_entry(session: ScenarioSession) -> dict[str, Any]:
+    entry: dict[str, Any] = {} if session.capture else {"capture": False}
+    if session.outputs != "none":
+        entry["outputs"] = session.outputs
+    elif session.location != ("gpu-buffer" if session.capture else "cpu"):
+        entry["location"] = session.location
+    return entry
+
+
+def _step_entry(step: ScenarioStep) -> dict[str, Any]:
+    entry: dict[str, Any] = {step.action: step.session}
+    if step.graph:
+        entry["graph"] = step.graph
+    if step.action == RUN:
+        entry.update({"inputs": step.inputs} if step.inputs != "rewrite" else {})
+        entry.update({"hold": True} if step.hold else {})
+    return entry

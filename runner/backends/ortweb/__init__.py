@@ -7,7 +7,7 @@ into the cache folder on first use.
 
 from runner.backends.base import BackendDescriptor
 from runner.backends.ortweb.package import BUILDS
-from runner.suite.scenarios import ACTIONS, RELEASE_GRAPH
+from runner.scenario.values import ACTIONS, RELEASE_GRAPH
 
 DESCRIPTOR = BackendDescriptor(
     name="ort-web",

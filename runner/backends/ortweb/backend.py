@@ -29,10 +29,10 @@ from runner.backends.ortweb.package import (
 )
 from runner.backends.ortweb.server import AssetServer
 from runner.backends.ortweb.trace import build_trace, call_counts
-from runner.backends.sequence import ScenarioPlan, ScenarioRun, StepRun
+from runner.backends.sequence import ScenarioPlan
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
-from runner.suite.scenarios import RELEASE_GRAPH
+from runner.scenario.values import RELEASE_GRAPH, ScenarioRun, StepRun
 from runner.workload import Workload
 
 if TYPE_CHECKING:  # page.py imports playwright: at run time only once _start() found it
@@ -126,11 +126,9 @@ class OrtWebBackend:
             for path in registered:
                 self._server.unregister(path)
         steps = tuple(
-            StepRun(
+            StepRun.counted(
                 {name: _array(step["outputs"][name]) for name in plan.workload.output_names},
-                step["counts"].get("createBindGroup", 0),
-                step["counts"].get("uniformWrites", 0),
-                step["counts"].get("createBindGroup", 0) > 0,
+                step["counts"],
             )
             if "outputs" in step
             else StepRun()

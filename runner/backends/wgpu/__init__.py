@@ -19,7 +19,7 @@ faults.py, which is plain data and WGSL text.
 from runner.backends.base import BackendDescriptor
 from runner.backends.wgpu.faults import FAULTS
 from runner.environment import package_version
-from runner.suite.scenarios import ACTIONS
+from runner.scenario.values import ACTIONS
 
 
 def prepare_run(targets, say) -> dict[str, str | None]:

@@ -15,7 +15,7 @@ import wgpu
 import wgpu.backends.wgpu_native
 
 from runner.backends.base import BackendOptions, BackendRun, Timings, Trace, case_timeout
-from runner.backends.sequence import ScenarioPlan, ScenarioRun
+from runner.backends.sequence import ScenarioPlan
 from runner.backends.wgpu.device import Device, adapter_environment, digest
 from runner.backends.wgpu.executor import Capture, Session
 from runner.backends.wgpu.faults import CAPTURE_FALLS_BACK_TO_EAGER, Faults
@@ -25,6 +25,7 @@ from runner.backends.wgpu.tensors import DeviceTypeError, UnsupportedOp
 from runner.backends.wgpu.trace import case_trace, logged_errors
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
+from runner.scenario.values import ScenarioRun
 from runner.workload import Workload
 
 

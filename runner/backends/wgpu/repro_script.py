@@ -3,7 +3,9 @@
 A repro bundle holds this file as ``repro.py``. ``repro.json`` beside it lists the sessions in
 the order the suite ran them (``steps``) and each model with every run's inputs and onnxruntime
 CPU's outputs for them (``workloads``: ``variants``, and ``schedule``, each run's graph and
-inputs); the last step is judged by the suite's own judge (``runner.repro.judging``).
+inputs); the last step is judged by the suite's own judge (``runner.repro.judging``). A
+scenario's bundle holds its steps instead (``scenario``), which the suite's scenario runner
+replays and its scenario judging judges, naming the first failing step.
 
     python repro.py                 # exit 0: PASS, 1: FAIL (the verdict on the last line)
     python repro.py --faults off    # without the injected faults a --with-fault bundle carries
@@ -27,12 +29,17 @@ from runner.backends.wgpu.device import Device
 from runner.backends.wgpu.executor import Session
 from runner.backends.wgpu.faults import CAPTURE_FALLS_BACK_TO_EAGER, Faults
 from runner.backends.wgpu.prepare import prepare
+from runner.backends.wgpu.scenario import run_steps
 from runner.compare import NUMPY
-from runner.repro.judging import judge_steps
+from runner.repro.judging import MAIN, BundledScenario, judge_scenario, judge_steps
+from runner.suite.scenarios import ScenarioSession
 from runner.suite.spec import BufferModes
+from runner.workload import Workload
+
+TIMEOUT_S = 600.0  # a scenario's steps, all together
 
 
-def run_steps(folder: Path, manifest: Mapping[str, Any], faults_on: bool, adapter: str | None):
+def run_sessions(folder: Path, manifest: Mapping[str, Any], faults_on: bool, adapter: str | None):
     """Each step's runs on one device, as the suite's backend runs cases (a session per model
     and kernel faults, each graph recorded on its first run and replayed after)."""
     device = Device.open(adapter)
@@ -89,6 +96,39 @@ def _run(device: Device, session: Session, step, faults: Faults, workload, varia
     return {"status": "ok", "runs": outputs, "replays": replays}
 
 
+def run_scenario(folder: Path, manifest: Mapping[str, Any], faults_on: bool, adapter: str | None):
+    """A scenario bundle's steps on one device, through the suite's own scenario runner."""
+    bundled = BundledScenario.of(manifest)
+    entry = manifest["workloads"][MAIN]
+    inputs = {
+        variant: _tensors(folder, v["inputs"])
+        for variant, v in zip(bundled.variants, entry["variants"], strict=True)
+    }
+    workload = Workload(
+        key=manifest["result"],
+        model=(folder / entry["model"]).read_bytes(),
+        inputs=inputs[bundled.variants[0]],
+        output_names=tuple(entry["outputs"]),
+        shape=entry["freeDimensionOverrides"],
+        uniform_order=tuple(entry["uniformOrder"]),
+        variants=inputs,
+    )
+    sessions = {
+        name: ScenarioSession(name, s["capture"], s["outputs"], s["location"])
+        for name, s in bundled.sessions.items()
+    }
+    faults = Faults.of(manifest["faults"] if faults_on else ())
+    steps = bundled.judged.steps
+    run = run_steps(
+        Device.open(adapter), workload, sessions, steps, bundled.feeds, faults, TIMEOUT_S
+    )
+    for index, step in enumerate(steps[: len(run.steps)], 1):
+        print(f"step {index}/{len(steps)}: {step.describe()}")
+    if run.status != "ok":
+        print(f"step {len(run.steps) + 1}/{len(steps)}: {run.status}: {run.message}")
+    return run
+
+
 def main(folder: Path, argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--faults", choices=("on", "off"), default="on")
@@ -98,12 +138,16 @@ def main(folder: Path, argv: list[str]) -> int:
     faults_on = args.faults == "on"
     if manifest["faults"]:
         print(f"injected fault(s) {', '.join(manifest['faults'])}: {args.faults}")
-    results = run_steps(folder, manifest, faults_on, args.adapter)
 
     def references(workload: str, variant: int) -> dict[str, np.ndarray]:
         return _tensors(folder, manifest["workloads"][workload]["variants"][variant]["cpu"])
 
-    judgement, lines = judge_steps(manifest, results, references, NUMPY)
+    if "scenario" in manifest:
+        run = run_scenario(folder, manifest, faults_on, args.adapter)
+        judgement, lines = judge_scenario(manifest, run, references, NUMPY)
+    else:
+        results = run_sessions(folder, manifest, faults_on, args.adapter)
+        judgement, lines = judge_steps(manifest, results, references, NUMPY)
     print("\n".join(lines))
     return 0 if judgement.verdict == "pass" else 1
 

@@ -9,20 +9,48 @@ as they are made, so ``hold`` and ``dispose`` have nothing to keep alive here.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 
-from runner.backends.sequence import ScenarioPlan, ScenarioRun, StepRun
+from runner.backends.sequence import ScenarioPlan
 from runner.backends.wgpu.device import Device
 from runner.backends.wgpu.executor import Capture, Session
 from runner.backends.wgpu.faults import Faults
 from runner.backends.wgpu.prepare import prepare
 from runner.backends.wgpu.tensors import DeviceTypeError, UnsupportedOp
-from runner.suite.scenarios import CREATE, RELEASE, RELEASE_GRAPH, RUN
+from runner.scenario.values import (
+    CREATE,
+    RELEASE,
+    RELEASE_GRAPH,
+    RUN,
+    ScenarioRun,
+    ScenarioStep,
+    StepRun,
+)
+from runner.schedule import Feed
+from runner.suite.scenarios import ScenarioSession
 from runner.suite.spec import BufferModes
+from runner.workload import Workload
 
 
 def run_scenario(device: Device, plan: ScenarioPlan, faults: Faults) -> ScenarioRun:
-    workload, scenario = plan.workload, plan.scenario
-    deadline = time.perf_counter() + plan.timeout_s
+    scenario = plan.scenario
+    sessions = {s.name: s for s in scenario.sessions}
+    return run_steps(
+        device, plan.workload, sessions, scenario.steps, plan.feeds, faults, plan.timeout_s
+    )
+
+
+def run_steps(
+    device: Device,
+    workload: Workload,
+    specs: Mapping[str, ScenarioSession],
+    scenario_steps: Sequence[ScenarioStep],
+    feeds: Sequence[Feed | None],
+    faults: Faults,
+    timeout_s: float,
+) -> ScenarioRun:
+    """The steps, as the suite runs them and a repro bundle's ``repro.py`` replays them."""
+    deadline = time.perf_counter() + timeout_s
     steps: list[StepRun] = []
     try:
         prepared = prepare(
@@ -35,14 +63,13 @@ def run_scenario(device: Device, plan: ScenarioPlan, faults: Faults) -> Scenario
         )
         sessions: dict[str, Session] = {}
         captures: dict[str, dict[int, Capture]] = {}
-        for index, step in enumerate(scenario.steps):
+        for index, step in enumerate(scenario_steps):
             if step.action == CREATE or step.action == RUN and step.session not in sessions:
                 sessions[step.session] = Session(device, prepared, 1000 + index)
                 captures[step.session] = {}
             if step.action == RUN:
-                steps.append(
-                    _run(sessions[step.session], captures[step.session], plan, index, faults)
-                )
+                held = sessions[step.session], captures[step.session], specs[step.session]
+                steps.append(_run(*held, step, feeds[index], workload, index, faults))
             else:
                 if step.action == RELEASE_GRAPH:
                     dropped = captures[step.session].pop(step.graph, None)
@@ -66,11 +93,16 @@ def run_scenario(device: Device, plan: ScenarioPlan, faults: Faults) -> Scenario
 
 
 def _run(
-    session: Session, captures: dict[int, Capture], plan: ScenarioPlan, index: int, faults: Faults
+    session: Session,
+    captures: dict[int, Capture],
+    spec: ScenarioSession,
+    step: ScenarioStep,
+    feed: Feed,
+    workload: Workload,
+    index: int,
+    faults: Faults,
 ) -> StepRun:
-    step, feed = plan.scenario.steps[index], plan.feeds[index]
-    spec = plan.scenario.session(step.session)
-    inputs = plan.workload.inputs_of(feed.variant)
+    inputs = workload.inputs_of(feed.variant)
     before = session.device.counters.snapshot()
     records = False
     if spec.capture:
