@@ -372,7 +372,8 @@ def test_verdicts_are_decided_in_the_judge_only():
         RUNNER / "repro" / "judging.py",
         *RUNNER.glob("backends/*/repro_script.py"),
         *RUNNER.glob("backends/*/assets/repro.mjs"),
+        *RUNNER.glob("backends/*/assets/scenario.mjs"),  # a scenario bundle's step loop
     ]
-    assert len(runners) == 3
+    assert len(runners) == 4
     for path in runners:
         assert not _strings(path) & detected, f"{path} names {_strings(path) & detected}"

@@ -183,3 +183,32 @@ def test_the_real_fresh_input_buffer_bug_reproduces_in_a_one_node_bundle(tmp_pat
     assert "stale-input: run 2 returned the output for run 1's inputs" in "\n".join(page["lines"])
     assert page["lines"][-1] == "FAIL: stale-input"
     assert all(u.startswith(url) or u.startswith("data:") for u in asked), asked
+
+
+def test_a_scenario_bundle_replays_the_held_output_error_in_chromium(tmp_path):
+    """suites/bugs/ort-held-output.yaml's scenario on the webgpu build: the bundle's page runs
+    its steps through scenario.mjs, as the suite's page does, and the suite's scenario judging
+    (under Pyodide) names the same verdict and failing step."""
+    out = tmp_path / "reports"
+    suite = REPO / "suites/bugs/ort-held-output.yaml"
+    ran = regress("run", suite, "--backend", "ort-web:webgpu", "--out", out, "-q", "--no-localize")
+    assert ran.returncode == 0, ran.stderr
+    (lines,) = [p.read_text() for p in (out / "runs").glob("*/results.jsonl")]
+    result = json.loads(lines.splitlines()[-1])
+    assert result["verdict"] == "error" and result["message"].startswith("step 3 (run: ")
+    made = tmp_path / "made"
+    proc = regress("repro", result["result_id"], "--reports", out, "--out", made, "--local")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "reproduced: error" in proc.stdout
+    bundle = Path(shutil.move(made, tmp_path / "elsewhere" / "bundle"))
+    manifest = json.loads((bundle / "repro.json").read_text())
+    assert [s["action"] for s in manifest["scenario"]["steps"]] == ["run"] * 4
+    assert (bundle / "scenario.mjs").read_bytes() == (
+        REPO / "runner/backends/ortweb/assets/scenario.mjs"
+    ).read_bytes()
+
+    with served(bundle) as url:
+        (page, asked), _ = open_bundle(url)
+    assert page["verdict"] == "error", page["lines"]
+    assert page["lines"][-2:] == [result["message"], "FAIL: error"]
+    assert all(u.startswith(url) or u.startswith("data:") for u in asked), asked

@@ -9,6 +9,7 @@ scenario's ``signature`` (sessions named by first use).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import re
@@ -20,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from runner.errors import InvalidInput
 from runner.explore.space import ExploredModel
 from runner.history import CaseResult
 from runner.repro import bundle
@@ -142,16 +144,20 @@ def _write_bundle(
     target = failure.scenario.backends[0]
     item = ScenarioTarget(failure.explored.suite, failure.scenario, target)
     bundle.clear_previous(folder)  # a finding written again replaces its bundle
-    write_scenario_bundle(
+    write = functools.partial(
+        write_scenario_bundle,
         folder,
         item,
         dataclasses.replace(failure.result, suite_path=str(path)),
         failure.stepped,
         injected,
-        local=False,
         environment={"backends": {target.name: machine.environment}, "platform": platform()},
         command=f"python -m runner explore{f' --seed {seed}' if seed is not None else ''}",
     )
+    try:
+        write(local=False)
+    except InvalidInput:  # a local build, with no published URL: the bundle holds its files
+        write(local=True)
 
 
 def _model_entry(explored: ExploredModel, out: Path) -> dict[str, Any]:

@@ -10,6 +10,12 @@ What the bundle's runner reports per step (``repro.json``'s ``steps``, in order)
 
     {"status": "ok", "runs": [outputs, ...], "replays": {"bindGroups": n, "uniformWrites": m}}
     {"status": "error", "message": "..."}
+
+A scenario's bundle (``repro.json``'s ``scenario``) is judged by the suite's scenario judging
+(``runner.scenario.judging``, `judge_scenario`): ``repro.py`` hands it the ``ScenarioRun`` the
+suite's wgpu scenario runner returns, the page what ``scenario.mjs`` reports::
+
+    {"status": "ok", "message": "", "steps": [{"outputs": outputs, "counts": {...}}, {}, ...]}
 """
 
 from __future__ import annotations

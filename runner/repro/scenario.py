@@ -134,15 +134,7 @@ def write_scenario_bundle(
     content["scenario"] = {
         "name": scenario.name,
         **judged_scenario(scenario, tolerance).to_json(),
-        "sessions": {
-            s.name: {
-                "capture": s.capture,
-                "outputs": s.outputs,
-                "location": s.location,
-                "graphs": scenario.graphs(s.name),
-            }
-            for s in scenario.sessions
-        },
+        "sessions": scenario.session_specs(),
         "feeds": feeds,
     }
     yaml_entry = {**scenario_entry(scenario, scenario.name), "expect": result.verdict}

@@ -51,6 +51,18 @@ class Scenario:
         """How many graph ids the session's steps name."""
         return session_graphs(self.steps, session)
 
+    def session_specs(self) -> dict[str, dict[str, Any]]:
+        """Each session as a page takes it (harness.js, and a repro bundle's ``repro.json``)."""
+        return {
+            s.name: {
+                "capture": s.capture,
+                "outputs": s.outputs,
+                "location": s.location,
+                "graphs": self.graphs(s.name),
+            }
+            for s in self.sessions
+        }
+
 
 # (path in the suite, message, expected): a problem the loader reports at that path's line
 Report = Callable[[tuple, str, str], None]

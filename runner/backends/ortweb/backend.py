@@ -163,15 +163,7 @@ class OrtWebBackend:
             "outputs": outputs,
             "freeDimensionOverrides": dict(workload.shape),
             "variants": urls,
-            "sessions": {
-                s.name: {
-                    "capture": s.capture,
-                    "outputs": s.outputs,
-                    "location": s.location,
-                    "graphs": scenario.graphs(s.name),
-                }
-                for s in scenario.sessions
-            },
+            "sessions": scenario.session_specs(),
             "steps": [
                 {
                     "action": step.action,
@@ -256,7 +248,9 @@ class OrtWebBackend:
             self._context = self._browser.new_context()
             self._context.add_init_script(path=str(ASSETS / "tracer.js"))
             self._context.add_init_script(path=str(ASSETS / "faults.js"))  # after the tracer
-            files = {f"/{name}": ASSETS / name for name in ("harness.html", "harness.js")}
+            files = {
+                f"/{name}": ASSETS / name for name in ("harness.html", "harness.js", "scenario.mjs")
+            }
             self._server = AssetServer(files)
             for package in self._packages.values():
                 self._server.serve(_dist_paths(package))

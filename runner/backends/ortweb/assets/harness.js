@@ -7,6 +7,8 @@
 // `sessions` until the next sequence begins, so later cases run next to earlier ones and a revisit
 // can replay an earlier capture (layout-change sequences).
 // A case's `faults` (faults.js) are armed only while its own capture session records.
+import {creationStatus, runScenarioSteps} from './scenario.mjs';
+
 const tracer = window.__webgpuTracer;
 const faults = window.__webgpuFaults;
 const sessions = new Map(); // `${key}/${mode}` -> {session, feeds, buffers, ...}
@@ -205,18 +207,6 @@ const runArguments = (entry, spec, graph, bytes) => {
   };
 };
 
-/** What a failed session creation means: capture refused, an op missing, or an error. */
-const creationStatus = (capture, message) => {
-  if (capture && /capture/i.test(message)) {
-    return 'capture-unsupported';
-  }
-  if (/could not find an implementation|not implemented|unsupported op|no op registered/i
-      .test(message)) {
-    return 'unsupported-op';
-  }
-  return 'error';
-};
-
 /**
  * Creates the case's session: an entry of `sessions`, or a result that says why there is no
  * session. Capture inputs live in GPU buffers kept with the session (`graphTensors`): a
@@ -381,90 +371,33 @@ const runCase = async (spec) => {
 };
 
 /**
- * A scenario's steps (runner/scenario): sessions by name, each created by its first step; a run
- * writes its inputs as the step says and reads its outputs, disposing them unless it holds
- * them. Every step's outputs and WebGPU call counts are returned; a step that throws ends the
- * scenario with its number. Everything is released at the end, held outputs included.
+ * A scenario's steps (runner/scenario), run by scenario.mjs (as a repro bundle's page runs
+ * them) with this page's sessions, feeds and tracer; its result with every step's outputs.
  */
 const runScenario = async (spec) => {
   retireSessions();
   await releaseRetired();
   const variants = await Promise.all(spec.variants.map((urls) => Promise.all(urls.map(fetchBytes))));
-  const live = new Map(); // session name -> entry
-  const held = new Map(); // session name -> its held output tensors
-  const steps = [];
-  const dispose = (name) => {
-    for (const tensor of held.get(name) || []) {
-      tensor.dispose();
-    }
-    held.delete(name);
-  };
-  try {
-    for (const [i, step] of spec.steps.entries()) {
-      const session = spec.sessions[step.session];
-      const sessionSpec = {
-        ...spec,
-        mode: session.capture ? 'capture' : 'eager',
-        outputLocation: session.location,
-        sessionName: `scenario/${step.session}`,
-        buffers: {inputs: step.inputs === 'fresh' ? 'fresh' : 'rewrite', outputs: session.outputs},
-        outputs: session.outputs === 'none' ? undefined : spec.outputs,
-        graphs: session.graphs,
-        faults: [],
-      };
-      try {
-        if (step.action === 'create' || (step.action === 'run' && !live.has(step.session))) {
-          const created = await createSession(sessionSpec);
-          if (created.failed) {
-            return {...created.failed, steps, failedStep: i};
-          }
-          live.set(step.session, created.entry);
-        }
-        if (step.action === 'dispose') {
-          dispose(step.session);
-        } else if (step.action === 'release') {
-          await releaseEntry(live.get(step.session));
-          live.delete(step.session);
-        }
-        if (step.action !== 'run') {
-          steps.push({});
-          continue;
-        }
-        const entry = live.get(step.session);
-        const {feeds, fetches, readers} = runArguments(entry, sessionSpec, step.graph, variants[step.variant]);
-        tracer.begin('run');
-        const results = await (session.graphs > 1
-          ? entry.session.run(feeds, fetches, {extra: {gpu_graph_id: String(step.graph)}})
-          : entry.session.run(feeds, fetches));
-        const record = tracer.end();
-        const outputs = {};
-        for (const outputName of spec.outputNames) {
-          const tensor = results[outputName];
-          const data = await (readers ? readers[outputName]() : tensor.getData());
-          outputs[outputName] = {type: tensor.type, dims: tensor.dims, data: toBase64(data)};
-          if (!readers && tensor.location === 'gpu-buffer' && !step.hold) {
-            tensor.dispose();
-          } else if (!readers && step.hold) {
-            held.set(step.session, [...(held.get(step.session) || []), tensor]);
-          }
-        }
-        steps.push({outputs, counts: record.counts});
-      } catch (error) {
-        tracer.end();
-        const message = String(error && error.message ? error.message : error).replace(/\s+/g, ' ');
-        return {status: 'error', message, steps, failedStep: i};
-      }
-    }
-    return {status: 'ok', message: '', steps};
-  } finally {
-    for (const name of [...held.keys()]) {
-      dispose(name);
-    }
-    for (const entry of live.values()) {
-      await releaseEntry(entry).catch(() => {});
-    }
-    Object.keys(spec.sessions).forEach((name) => faults.forget(`scenario/${name}`));
-  }
+  return runScenarioSteps(spec, {
+    sessionSpec: (step, session) => ({
+      ...spec,
+      mode: session.capture ? 'capture' : 'eager',
+      outputLocation: session.location,
+      sessionName: `scenario/${step.session}`,
+      buffers: {inputs: step.inputs === 'fresh' ? 'fresh' : 'rewrite', outputs: session.outputs},
+      outputs: session.outputs === 'none' ? undefined : spec.outputs,
+      graphs: session.graphs,
+      faults: [],
+    }),
+    createSession,
+    releaseEntry,
+    runArguments: (entry, sessionSpec, graph, variant) =>
+      runArguments(entry, sessionSpec, graph, variants[variant]),
+    startRun: () => tracer.begin('run'),
+    endRun: () => tracer.end().counts,
+    output: (tensor, data) => ({type: tensor.type, dims: tensor.dims, data: toBase64(data)}),
+    forget: (name) => faults.forget(name),
+  });
 };
 
 /** What the page's WebGPU adapter is, or null when there is none. */

@@ -5,8 +5,11 @@
 // every run), on the graph (gpu_graph_id) it names when the step records several. The last
 // step is judged by the suite's own judge, in Python: Pyodide runs the bundle's judge/
 // (runner/repro/judging.py), which asks this script to compare tensors (`compareOutputs`).
+// A scenario's bundle holds its steps instead ("scenario"): scenario.mjs, which the suite's
+// page runs them with too, replays them, and the judge names the first failing step.
 // Serve the folder (python3 -m http.server) and open index.html; ?faults=off runs the same
 // steps without the injected fault(s) a --with-fault bundle carries.
+import {creationStatus, runScenarioSteps} from './scenario.mjs';
 
 const UNIFORM = 0x40; // GPUBufferUsage.UNIFORM
 const TYPED_ARRAYS = {
@@ -30,10 +33,11 @@ const TYPED_ARRAYS = {
  * GPU-buffer inputs and keep their outputs on the GPU. `epAsString` is the injected fault
  * ep-name-as-string: the EP named 'webgpu', which the C++ builds take without capturing.
  */
-const sessionOptions = (workload, mode, epAsString) => ({
+const sessionOptions = (workload, mode, epAsString, location) => ({
   executionProviders: [epAsString ? 'webgpu' : {name: 'webgpu'}],
   freeDimensionOverrides: workload.freeDimensionOverrides,
   ...(mode === 'capture' ? {enableGraphCapture: true, preferredOutputLocation: 'gpu-buffer'} : {}),
+  ...(location ? {preferredOutputLocation: location} : {}), // a scenario's session says
 });
 
 const lines = [];
@@ -217,7 +221,8 @@ const runArguments = async (ort, entry, workload, step, graph, variant, api) => 
 
 const createSession = async (ort, workload, step, name) => {
   const model = new Uint8Array(await bytes(workload.model));
-  const options = sessionOptions(workload, step.mode, step.faults.includes('ep-name-as-string'));
+  const asString = step.faults.includes('ep-name-as-string');
+  const options = sessionOptions(workload, step.mode, asString, step.location);
   const session = await ort.InferenceSession.create(model, options);
   return {session, name, graphs: new Map()};
 };
@@ -301,6 +306,57 @@ const runStep = async (ort, manifest, step, index, sessions) => {
   }
 };
 
+/**
+ * A scenario's steps (repro.json's `scenario`), run by scenario.mjs as the suite's page runs
+ * them, on this page's sessions and feeds; its report, every run's outputs as typed arrays.
+ */
+const runScenario = async (ort, manifest) => {
+  const workload = manifest.workloads.main;
+  const {scenario} = manifest;
+  const faults = faultsOn ? FAULTS : [];
+  const api = faultsOn ? window.__webgpuFaults : undefined;
+  const steps = scenario.steps.map((step, i) => ({...step, variant: (scenario.feeds[i] || [])[1]}));
+  let before = counts;
+  const report = await runScenarioSteps({sessions: scenario.sessions, steps, outputNames: workload.outputs}, {
+    sessionSpec: (step, session) => ({
+      mode: session.capture ? 'capture' : 'eager',
+      name: `scenario/${step.session}`,
+      buffers: {inputs: step.inputs === 'fresh' ? 'fresh' : 'rewrite', outputs: session.outputs},
+      location: session.location,
+      graphs: session.graphs,
+      faults,
+    }),
+    createSession: async (spec) => {
+      try {
+        return {entry: await createSession(ort, workload, spec, spec.name)};
+      } catch (error) {
+        const message = String(error && error.message ? error.message : error);
+        return {failed: {status: creationStatus(spec.mode === 'capture', message), message}};
+      }
+    },
+    releaseEntry: (entry) => entry.session.release(),
+    runArguments: async (entry, spec, graph, variant) => {
+      const args = await runArguments(ort, entry, workload, spec, graph, workload.variants[variant], api);
+      return {...args, fetches: args.fetches || workload.outputs};
+    },
+    startRun: () => {
+      before = {...counts};
+    },
+    endRun: () => ({
+      createBindGroup: counts.bindGroups - before.bindGroups,
+      uniformWrites: counts.uniformWrites - before.uniformWrites,
+    }),
+    output: (tensor, data) => ({type: tensor.type, dims: tensor.dims, data}),
+    forget: () => {},
+  });
+  const ran = report.failedStep ?? steps.length;
+  steps.slice(0, ran).forEach((step, i) => say(`step ${i + 1}/${steps.length}: ${step.action}: ${step.session}`));
+  if (report.status !== 'ok') {
+    say(`step ${ran + 1}/${steps.length}: ${report.status}: ${report.message}`);
+  }
+  return report;
+};
+
 const tensorsOf = async (entries) => Object.fromEntries(
   await Promise.all(entries.map(async (spec) => [spec.name, await tensorFile(spec)])));
 
@@ -325,7 +381,9 @@ const judgeSteps = async (manifest, results) => {
       references[name].push(hold(await tensorsOf(variant.cpu)));
     }
   }
-  const reported = results.map((r) => (r.status === 'ok' ? {...r, runs: r.runs.map(hold)} : r));
+  const reported = manifest.scenario
+    ? {...results, steps: results.steps.map((s) => (s.outputs ? {...s, outputs: hold(s.outputs)} : s))}
+    : results.map((r) => (r.status === 'ok' ? {...r, runs: r.runs.map(hold)} : r));
   const judgePage = pyodide.pyimport('runner.repro.judging').judge_page;
   return JSON.parse(judgePage(
     JSON.stringify(manifest), JSON.stringify(reported), JSON.stringify(references),
@@ -352,6 +410,9 @@ const main = async () => {
   say(`result ${manifest.result}: ${manifest.case}`);
   if (FAULTS.length) {
     say(`injected fault(s) ${FAULTS.join(', ')}: ${faultsOn ? 'on (?faults=off turns them off)' : 'off'}`);
+  }
+  if (manifest.scenario) {
+    return await judgeSteps(manifest, await runScenario(ort, manifest));
   }
   const sessions = [];
   const results = [];

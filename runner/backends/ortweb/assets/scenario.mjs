@@ -1,0 +1,104 @@
+// A scenario's steps (runner/scenario) on onnxruntime-web: the suite's page (harness.js) and a
+// scenario's repro bundle (repro.mjs) both run them here, so a bundle replays exactly what the
+// suite ran. Each page says how it makes sessions and feeds (`page`, below).
+
+/** What a failed session creation means: capture refused, an op missing, or an error. */
+export const creationStatus = (capture, message) => {
+  if (capture && /capture/i.test(message)) {
+    return 'capture-unsupported';
+  }
+  if (/could not find an implementation|not implemented|unsupported op|no op registered/i
+      .test(message)) {
+    return 'unsupported-op';
+  }
+  return 'error';
+};
+
+const text = (error) => String(error && error.message ? error.message : error).replace(/\s+/g, ' ');
+
+/**
+ * Runs `spec.steps` over the sessions `spec.sessions` names, each created by its first step; a
+ * run writes its inputs as the step says and reads its outputs, disposing them unless it holds
+ * them. Returns every step's outputs and WebGPU call counts; a step that throws ends the
+ * scenario with its number (`failedStep`). Everything is released at the end, held outputs
+ * included. `page` is the page's own:
+ *   sessionSpec(step, session): what its createSession and runArguments take for the step;
+ *   createSession(sessionSpec): {entry} (entry.session an InferenceSession) or {failed};
+ *   releaseEntry(entry); runArguments(entry, sessionSpec, graph, variant): {feeds, fetches,
+ *   readers}; startRun() and endRun() around a run, endRun giving its WebGPU call counts
+ *   ({createBindGroup, uniformWrites}); output(tensor, data): a run's output as reported;
+ *   forget(sessionName): the scenario is over for that session.
+ */
+export const runScenarioSteps = async (spec, page) => {
+  const live = new Map(); // session name -> entry
+  const held = new Map(); // session name -> its held output tensors
+  const steps = [];
+  const dispose = (name) => {
+    for (const tensor of held.get(name) || []) {
+      tensor.dispose();
+    }
+    held.delete(name);
+  };
+  try {
+    for (const [i, step] of spec.steps.entries()) {
+      const session = spec.sessions[step.session];
+      const sessionSpec = page.sessionSpec(step, session);
+      let running = false;
+      try {
+        if (step.action === 'create' || (step.action === 'run' && !live.has(step.session))) {
+          const created = await page.createSession(sessionSpec);
+          if (created.failed) {
+            return {...created.failed, steps, failedStep: i};
+          }
+          live.set(step.session, created.entry);
+        }
+        if (step.action === 'dispose') {
+          dispose(step.session);
+        } else if (step.action === 'release') {
+          await page.releaseEntry(live.get(step.session));
+          live.delete(step.session);
+        }
+        if (step.action !== 'run') {
+          steps.push({});
+          continue;
+        }
+        const entry = live.get(step.session);
+        const {feeds, fetches, readers} =
+          await page.runArguments(entry, sessionSpec, step.graph, step.variant);
+        page.startRun();
+        running = true;
+        const results = await (session.graphs > 1
+          ? entry.session.run(feeds, fetches, {extra: {gpu_graph_id: String(step.graph)}})
+          : entry.session.run(feeds, fetches));
+        running = false;
+        const counts = page.endRun();
+        const outputs = {};
+        for (const outputName of spec.outputNames) {
+          const tensor = results[outputName];
+          const data = await (readers ? readers[outputName]() : tensor.getData());
+          outputs[outputName] = page.output(tensor, data);
+          if (!readers && tensor.location === 'gpu-buffer' && !step.hold) {
+            tensor.dispose();
+          } else if (!readers && step.hold) {
+            held.set(step.session, [...(held.get(step.session) || []), tensor]);
+          }
+        }
+        steps.push({outputs, counts});
+      } catch (error) {
+        if (running) {
+          page.endRun();
+        }
+        return {status: 'error', message: text(error), steps, failedStep: i};
+      }
+    }
+    return {status: 'ok', message: '', steps};
+  } finally {
+    for (const name of [...held.keys()]) {
+      dispose(name);
+    }
+    for (const entry of live.values()) {
+      await page.releaseEntry(entry).catch(() => {});
+    }
+    Object.keys(spec.sessions).forEach((name) => page.forget(`scenario/${name}`));
+  }
+};
