@@ -184,8 +184,9 @@ def _scenario_part(report: Report) -> list[str]:
     lines = [
         "",
         "The scenario's steps, in order; every run is judged against onnxruntime CPU for its "
-        "own inputs (`inputs/G-D/`, `expected/cpu/G-D/`), and the first step that fails is "
-        "the scenario's:",
+        "own inputs (`inputs/` and `expected/cpu/` for the first, `inputs/G-D/` and "
+        "`expected/cpu/G-D/` for graph G's draw D), and the first step that fails is the "
+        "scenario's:",
         "",
         *[f"{i}. `{step}`" for i, step in enumerate(report.sessions, 1)],
         "",
