@@ -123,8 +123,10 @@ def test_every_decode_step_is_judged_and_the_canaries_fire_on_wgpu(tmp_path):
     assert found["frozen-cache", "layout=default", "eager"]["verdict"] == "pass"
 
 
-# The canaries on ort-web, where a decoder's capture replays (docs/verdicts-and-detectors.md):
-# the bundled suite's models and loop, each fault on its own case, and the clean twin.
+# The canaries on ort-web, on a version and build where a decoder's capture replays
+# (docs/verdicts-and-detectors.md): the bundled suite's model and loop, each fault on its own
+# case, and the clean loop.
+CANARY_VERSION, CANARY_BUNDLE = "1.27.0", "webgpu"
 ORT_WEB_CANARIES = """
 models:
   clean: &llama
@@ -154,6 +156,7 @@ cases:
 
 
 @pytest.mark.browser
+@pytest.mark.npm  # a version other than the pinned one
 def test_the_decoder_canaries_fire_on_ort_web_and_the_clean_loop_passes(write_suite, tmp_path):
     suite = write_suite(ORT_WEB_CANARIES.format(version=CANARY_VERSION, bundle=CANARY_BUNDLE))
     out = tmp_path / "out"
