@@ -178,7 +178,8 @@
     if (frozen(CACHE_FROZEN_AT_CAPTURE, input.name)) {
       return twin(device, buffer);
     }
-    if (recording.faults.has(INPUT_SNAPSHOT_AT_CAPTURE) || frozen(LENGTHS_FROZEN_AT_CAPTURE, input.name)) {
+    const snapshotted = recording.faults.has(INPUT_SNAPSHOT_AT_CAPTURE);
+    if (snapshotted || frozen(LENGTHS_FROZEN_AT_CAPTURE, input.name)) {
       return snapshot(device, buffer);
     }
     return null;
@@ -268,7 +269,7 @@
         run: {occurrences: new Map(), uniforms: new Map()}, // key -> {bytes}, this run
         uniforms: new Map(), // key -> {bytes}: the last run that made bind groups
         copies: [], // the fault's buffers this session binds
-        snapshots: new Map(), // input buffer -> its copy (input-snapshot-at-capture)
+        snapshots: new Map(), // input buffer -> what the input faults bind in its place
       };
     },
     /**
@@ -284,7 +285,9 @@
         graphs.set(graph, buffers);
       }
       const first = graphs.keys().next().value;
-      buffers.forEach((buffer, slot) => inputOf.set(buffer, {session, graph, slot, first, name: names[slot]}));
+      buffers.forEach((buffer, slot) => {
+        inputOf.set(buffer, {session, graph, slot, first, name: names[slot]});
+      });
     },
     /** A run of the session starts. */
     startRun() {
