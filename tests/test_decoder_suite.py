@@ -121,3 +121,55 @@ def test_every_decode_step_is_judged_and_the_canaries_fire_on_wgpu(tmp_path):
     assert cache["verdict"] == "capture-mismatch"
     assert "(runs differ from run 2)" in cache["message"], cache["message"]
     assert found["frozen-cache", "layout=default", "eager"]["verdict"] == "pass"
+
+
+# The canaries on ort-web, on a version and build where a decoder's capture replays
+# (docs/verdicts-and-detectors.md): the bundled suite's model and loop, each fault on its own
+# case, and the clean loop.
+CANARY_VERSION, CANARY_BUNDLE = "1.27.0", "webgpu"
+ORT_WEB_CANARIES = """
+models:
+  clean: &llama
+    builtin: decoder
+    layers: 2
+    hidden: 64
+    heads: 4
+    kv_heads: 2
+    intermediate: 128
+    vocab: 96
+    max_length: 16
+    generate: {{prompt: 4, steps: 4}}
+  frozen-lengths: *llama
+  frozen-cache: *llama
+backends:
+  - {{name: ort-web, version: '{version}', bundle: {bundle}}}
+exclude:
+  - {{capture: eager}}
+cases:
+  - match: {{model: frozen-lengths}}
+    inject: [lengths-frozen-at-capture]
+    expect: capture-mismatch
+  - match: {{model: frozen-cache}}
+    inject: [cache-frozen-at-capture]
+    expect: capture-mismatch
+"""
+
+
+@pytest.mark.browser
+@pytest.mark.npm  # a version other than the pinned one
+def test_the_decoder_canaries_fire_on_ort_web_and_the_clean_loop_passes(write_suite, tmp_path):
+    suite = write_suite(ORT_WEB_CANARIES.format(version=CANARY_VERSION, bundle=CANARY_BUNDLE))
+    out = tmp_path / "out"
+    proc = regress("run", suite, "--out", out, "--no-localize")
+    [results] = out.glob("runs/*/results.jsonl")
+    found = {}
+    for line in results.read_text().splitlines():
+        result = json.loads(line)
+        found[result["model"]] = result
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert found["clean"]["verdict"] == "pass"
+    for model in ("frozen-lengths", "frozen-cache"):
+        assert found[model]["verdict"] == "capture-mismatch", found[model]["message"]
+        assert "run 2 of 5" in found[model]["message"] or "(runs differ from run 2)" in found[
+            model
+        ]["message"], found[model]["message"]

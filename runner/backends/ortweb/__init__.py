@@ -58,5 +58,15 @@ DESCRIPTOR = BackendDescriptor(
         "graphs-share-inputs": "with graphs: N (C++ builds), while a graph after the first "
         "records, a bind group binding one of its input buffers gets the first graph's buffer "
         "of that input, so the graph replays the first graph's inputs (wrong-graph)",
+        "lengths-frozen-at-capture": "a decoder's capture session, while it records, binds a "
+        "copy of its attention-mask buffer taken then, which seqlens_k and "
+        "total_sequence_length come from: every replayed decode step attends over the capture "
+        "step's length while its token and caches are new (capture-mismatch from the first "
+        "replay)",
+        "cache-frozen-at-capture": "a decoder's capture session, while it records, binds a twin "
+        "of each KV-cache buffer (past and present in one), set back before every run to the "
+        "cache the recording run was fed, and copied to the application's buffer after it: "
+        "every replay reads the capture step's cache, never advanced (capture-mismatch from "
+        "the first replay)",
     },
 )

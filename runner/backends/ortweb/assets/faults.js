@@ -16,6 +16,17 @@
 // again whatever the application wrote since: what the C++ builds do with a new input buffer per
 // run (stale-input).
 //
+// lengths-frozen-at-capture (a decoder's): as input-snapshot-at-capture, for the attention mask
+// alone, which seqlens_k and total_sequence_length come from: every replayed decode step
+// attends over the capture step's length while its token and caches are new.
+//
+// cache-frozen-at-capture (a decoder's): while a capture session records, a bind group binding
+// one of its KV-cache buffers (past_key_values.*, which its present cache is written into in
+// place) gets a twin buffer instead. Before every run of the session the twin is set back to the
+// cache as the recording run was fed it, and after the run what the graph wrote into the twin is
+// copied to the application's buffer: every replay reads the capture step's cache, never
+// advanced, and returns it with its own step's keys and values added (what wgpu's fault does).
+//
 // graphs-share-inputs: while a capture session records a graph other than its first
 // (gpu_graph_id), a bind group that binds one of that graph's input buffers gets the first
 // graph's buffer of the same input instead, so the graph replays on the first graph's inputs
@@ -24,15 +35,24 @@
   const STALE_UNIFORM_BINDING = 'stale-uniform-binding';
   const INPUT_SNAPSHOT_AT_CAPTURE = 'input-snapshot-at-capture';
   const GRAPHS_SHARE_INPUTS = 'graphs-share-inputs';
+  const LENGTHS_FROZEN_AT_CAPTURE = 'lengths-frozen-at-capture';
+  const CACHE_FROZEN_AT_CAPTURE = 'cache-frozen-at-capture';
+  // What the decoder faults freeze: the inputs whose names start so (as wgpu's FROZEN_INPUTS).
+  const FROZEN_INPUTS = {
+    [LENGTHS_FROZEN_AT_CAPTURE]: 'attention_mask',
+    [CACHE_FROZEN_AT_CAPTURE]: 'past_key_values.',
+  };
   const UNIFORM = 0x40; // GPUBufferUsage.UNIFORM
 
   // session name -> {uniforms: Map(`${program}#${occurrence}/${slot}` -> {bytes}), copies}, in
   // the order the captures recorded: the earliest alive capture is where a stale entry comes from.
   const captured = new Map();
   let recording = null; // the capture session recording now (see beginRecording)
-  // input buffer -> {session, graph, slot, first graph}, as the harness made them (`inputs`)
+  // input buffer -> {session, graph, slot, first graph, name}, as the harness made them (`inputs`)
   const inputOf = new WeakMap();
   const graphInputs = new Map(); // session -> Map(graph -> the graph's first input buffers)
+  // session -> [{buffer, pristine, twin}] (cache-frozen-at-capture), kept after recording
+  const twins = new Map();
 
   // A program is its compiled pipeline: ORT caches pipelines by program key (name, shapes,
   // attributes baked into the shader), so two sessions of one model share them, while a label
@@ -105,21 +125,46 @@
     return {buffer, offset: 0, size: bytes.length};
   };
 
-  /** A copy of `buffer` as it holds now (queued after every write before it), made once. */
+  /** A buffer of the fault's own the size of `buffer`, a copy of it (queued after its writes). */
+  const copyOf = (device, buffer, encoder) => {
+    const copy = device.createBuffer({
+      size: buffer.size,
+      usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
+    });
+    encoder.copyBufferToBuffer(buffer, 0, copy, 0, buffer.size);
+    recording.copies.push(copy);
+    return copy;
+  };
+
+  /** A copy of `buffer` as it holds now, made once per recording. */
   const snapshot = (device, buffer) => {
     if (!recording.snapshots.has(buffer)) {
-      const copy = device.createBuffer({
-        size: buffer.size,
-        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
-      });
       const encoder = device.createCommandEncoder();
-      encoder.copyBufferToBuffer(buffer, 0, copy, 0, buffer.size);
+      recording.snapshots.set(buffer, copyOf(device, buffer, encoder));
       device.queue.submit([encoder.finish()]);
-      recording.copies.push(copy);
-      recording.snapshots.set(buffer, copy);
     }
     return recording.snapshots.get(buffer);
   };
+
+  /** The twin bound for a KV-cache buffer (cache-frozen-at-capture), made once per recording. */
+  const twin = (device, buffer) => {
+    if (!recording.snapshots.has(buffer)) {
+      const encoder = device.createCommandEncoder();
+      const entry = {
+        device,
+        buffer,
+        pristine: copyOf(device, buffer, encoder),
+        twin: copyOf(device, buffer, encoder),
+      };
+      device.queue.submit([encoder.finish()]);
+      recording.snapshots.set(buffer, entry.twin);
+      twins.set(recording.session, [...(twins.get(recording.session) || []), entry]);
+    }
+    return recording.snapshots.get(buffer);
+  };
+
+  /** Whether a decoder fault of the recording session freezes input `name`. */
+  const frozen = (fault, name) => recording.faults.has(fault) && name.startsWith(FROZEN_INPUTS[fault]);
 
   /** What an input buffer of the recording session is bound as, under the input faults. */
   const inputStandIn = (device, buffer) => {
@@ -130,7 +175,11 @@
     if (recording.faults.has(GRAPHS_SHARE_INPUTS) && input.graph !== input.first) {
       return graphInputs.get(input.session).get(input.first)[input.slot];
     }
-    if (recording.faults.has(INPUT_SNAPSHOT_AT_CAPTURE)) {
+    if (frozen(CACHE_FROZEN_AT_CAPTURE, input.name)) {
+      return twin(device, buffer);
+    }
+    const snapshotted = recording.faults.has(INPUT_SNAPSHOT_AT_CAPTURE);
+    if (snapshotted || frozen(LENGTHS_FROZEN_AT_CAPTURE, input.name)) {
       return snapshot(device, buffer);
     }
     return null;
@@ -198,6 +247,7 @@
       faults.endRecording();
     }
     graphInputs.delete(session);
+    twins.delete(session);
     for (const buffer of (captured.get(session) || {copies: []}).copies) {
       buffer.destroy();
     }
@@ -219,11 +269,14 @@
         run: {occurrences: new Map(), uniforms: new Map()}, // key -> {bytes}, this run
         uniforms: new Map(), // key -> {bytes}: the last run that made bind groups
         copies: [], // the fault's buffers this session binds
-        snapshots: new Map(), // input buffer -> its copy (input-snapshot-at-capture)
+        snapshots: new Map(), // input buffer -> what the input faults bind in its place
       };
     },
-    /** The harness made `buffers`, the inputs of graph `graph` of capture session `session`. */
-    inputs(session, graph, buffers) {
+    /**
+     * The harness made `buffers`, the inputs of graph `graph` of capture session `session`, for
+     * the inputs named `names`.
+     */
+    inputs(session, graph, buffers, names) {
       if (!graphInputs.has(session)) {
         graphInputs.set(session, new Map());
       }
@@ -232,7 +285,9 @@
         graphs.set(graph, buffers);
       }
       const first = graphs.keys().next().value;
-      buffers.forEach((buffer, slot) => inputOf.set(buffer, {session, graph, slot, first}));
+      buffers.forEach((buffer, slot) => {
+        inputOf.set(buffer, {session, graph, slot, first, name: names[slot]});
+      });
     },
     /** A run of the session starts. */
     startRun() {
@@ -240,8 +295,18 @@
         recording.run = {occurrences: new Map(), uniforms: new Map()};
       }
     },
-    /** A run ended: keep its uniforms if it made bind groups (a replay makes none). */
-    endRun() {
+    /**
+     * A run of session `session` ended: its KV-cache twins hand what the graph wrote to the
+     * application's buffers and go back to the capture step's cache; the recording keeps the
+     * run's uniforms if it made bind groups (a replay makes none).
+     */
+    endRun(session) {
+      for (const {device, buffer, pristine, twin: copy} of twins.get(session) || []) {
+        const encoder = device.createCommandEncoder();
+        encoder.copyBufferToBuffer(copy, 0, buffer, 0, buffer.size);
+        encoder.copyBufferToBuffer(pristine, 0, copy, 0, buffer.size);
+        device.queue.submit([encoder.finish()]);
+      }
       if (!recording) {
         return;
       }
@@ -258,9 +323,13 @@
         return;
       }
       const {session, uniforms, copies} = recording;
+      const frozenCaches = twins.get(session); // they outlive the recording: every run uses them
       recording = null;
       forget(session);
       captured.set(session, {uniforms, copies});
+      if (frozenCaches) {
+        twins.set(session, frozenCaches);
+      }
     },
     forget,
   };

@@ -142,7 +142,7 @@ const graphTensors = (entry, spec, graph) => {
   const held = {...known};
   if (!known || spec.buffers.inputs === 'fresh') {
     const buffers = spec.inputs.map((input) => gpuBuffer(entry, byteLength(input)));
-    faults.inputs(spec.sessionName, graph, buffers);
+    faults.inputs(spec.sessionName, graph, buffers, spec.inputs.map((input) => input.name));
     held.inputBuffers = buffers;
     held.feeds = {};
     spec.inputs.forEach((input, i) => {
@@ -285,7 +285,7 @@ const runSession = async (entry, spec) => {
       tracer.end();
       throw runFailure(spec, i, graph, error);
     } finally {
-      faults.endRun();
+      faults.endRun(spec.sessionName);
     }
     const ran = performance.now() - start;
     records.push(tracer.end());
