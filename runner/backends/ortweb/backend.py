@@ -105,7 +105,8 @@ class OrtWebBackend:
         """A scenario's steps in the build's page (harness.js ``runScenario``)."""
         from runner.backends.ortweb.page import CaseTimedOut, PageBroken
 
-        details = _details(plan.target)
+        faults = sorted(plan.inject & DESCRIPTOR.faults.keys())
+        details = {**_details(plan.target), **({"faults": faults} if faults else {})}
         if any(step.action == RELEASE_GRAPH for step in plan.scenario.steps):
             message = "onnxruntime-web has no API to release a captured graph (only a session)"
             return ScenarioRun("skipped", message, details=details)
@@ -114,6 +115,7 @@ class OrtWebBackend:
             return ScenarioRun(status, message, details=details)
         try:
             spec, registered = self._scenario_spec(plan)
+            spec["faults"] = faults  # armed while each capture session records
         except ValueError as unknown:  # an output shape pre-allocation needs
             return ScenarioRun("error", str(unknown), details=details)
         try:

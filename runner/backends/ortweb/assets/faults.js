@@ -211,14 +211,18 @@
      * regular run first and capture the second), and every graph's first run.
      */
     beginRecording(session, names, runs = 2) {
+      // A scenario's session records again (another graph, JSEP's capture run after its first
+      // run): what its earlier recordings bound stays bound, until `forget`.
+      const earlier = captured.get(session) || {uniforms: new Map(), copies: []};
+      captured.delete(session);
       recording = {
         session,
         faults: new Set(names),
         runs: 0,
         recordingRuns: runs,
         run: {occurrences: new Map(), uniforms: new Map()}, // key -> {bytes}, this run
-        uniforms: new Map(), // key -> {bytes}: the last run that made bind groups
-        copies: [], // the fault's buffers this session binds
+        uniforms: earlier.uniforms, // key -> {bytes}: the last run that made bind groups
+        copies: earlier.copies, // the fault's buffers this session binds
         snapshots: new Map(), // input buffer -> its copy (input-snapshot-at-capture)
       };
     },
@@ -259,8 +263,7 @@
       }
       const {session, uniforms, copies} = recording;
       recording = null;
-      forget(session);
-      captured.set(session, {uniforms, copies});
+      captured.set(session, {uniforms, copies}); // its graphs' inputs stay known until `forget`
     },
     forget,
   };

@@ -410,7 +410,6 @@ const runScenario = async (spec) => {
         buffers: {inputs: step.inputs === 'fresh' ? 'fresh' : 'rewrite', outputs: session.outputs},
         outputs: session.outputs === 'none' ? undefined : spec.outputs,
         graphs: session.graphs,
-        faults: [],
       };
       try {
         if (step.action === 'create' || (step.action === 'run' && !live.has(step.session))) {
@@ -418,11 +417,13 @@ const runScenario = async (spec) => {
           if (created.failed) {
             return {...created.failed, steps, failedStep: i};
           }
+          created.entry.runsOfGraph = new Map(); // graph -> its runs since the session's creation
           live.set(step.session, created.entry);
         }
         if (step.action === 'dispose') {
           dispose(step.session);
         } else if (step.action === 'release') {
+          faults.forget(sessionSpec.sessionName);
           await releaseEntry(live.get(step.session));
           live.delete(step.session);
         }
@@ -432,10 +433,27 @@ const runScenario = async (spec) => {
         }
         const entry = live.get(step.session);
         const {feeds, fetches, readers} = runArguments(entry, sessionSpec, step.graph, variants[step.variant]);
+        // The faults are armed for a capture session's first two runs of each graph since it
+        // was created, as for a case's session: the run that records (the C++ builds record
+        // the first, JSEP the second) and no other.
+        const runs = entry.runsOfGraph.get(step.graph) || 0;
+        entry.runsOfGraph.set(step.graph, runs + 1);
+        const recording = session.capture && runs < 2;
+        if (recording) {
+          faults.beginRecording(sessionSpec.sessionName, spec.faults, 1);
+          faults.startRun();
+        }
         tracer.begin('run');
-        const results = await (session.graphs > 1
-          ? entry.session.run(feeds, fetches, {extra: {gpu_graph_id: String(step.graph)}})
-          : entry.session.run(feeds, fetches));
+        let results;
+        try {
+          results = await (session.graphs > 1
+            ? entry.session.run(feeds, fetches, {extra: {gpu_graph_id: String(step.graph)}})
+            : entry.session.run(feeds, fetches));
+        } finally {
+          if (recording) {
+            faults.endRun(); // ends its recording
+          }
+        }
         const record = tracer.end();
         const outputs = {};
         for (const outputName of spec.outputNames) {
