@@ -2,8 +2,9 @@
 
 One browser per run, launched on the first case, with the WebGPU tracer as an init script; one
 page per build of the version being run, reused across cases (a case of another version closes
-them: cases come grouped by version); one local HTTP server for the pages, each version's dist
-files (under a prefix of its own) and each case's model and inputs. ``close()`` stops all of it.
+them: cases come grouped by version; a scenario gets a page loaded for it); one local HTTP
+server for the pages, each version's dist files (under a prefix of its own) and each case's
+model and inputs. ``close()`` stops all of it.
 """
 
 from __future__ import annotations
@@ -243,7 +244,7 @@ class OrtWebBackend:
 
     def page_loads(self) -> dict[str, int]:
         """How often each build's page of the current version was (re)opened: one each unless
-        a case broke a page."""
+        a case broke a page, and one more for each scenario (each runs in a page of its own)."""
         return {bundle: page.loads for bundle, page in self._pages.items()}
 
     def _start(self) -> None:
