@@ -168,3 +168,46 @@ def test_the_held_output_type_error_on_the_pinned_cpp_build(tmp_path):
         "step 3 (run: preallocated, line 32): Cannot set properties of undefined "
         "(setting 'Symbol(gpuBufferMetadata)')"
     )
+
+
+ORT_WEB_STEPS = """      - run: c
+      - run: e
+      - run: c
+      - release: c
+      - create: c
+      - run: c
+      - run: c
+        inputs: same
+"""
+
+
+@pytest.mark.browser
+def test_an_ort_web_scenario_carries_the_injected_fault_and_passes_clean(tmp_path):
+    """``--inject`` reaches a scenario's capture sessions in the page as it reaches a case's:
+    input-snapshot-at-capture fails the first replay with new inputs; clean, it passes."""
+    from runner.backends import open_backend
+    from runner.backends.base import BackendOptions
+    from runner.oracle import ReferenceCache
+    from runner.scenario.step import ScenarioTarget, step_scenario
+
+    header = HEADER.replace("backends: [wgpu]", "backends: [{name: ort-web, bundle: webgpu}]")
+    header = header.replace(
+        "p: {outputs: rewrite}\n      h: {}", "c: {}\n      e: {capture: false}"
+    )
+    path = tmp_path / "s.yaml"
+    path.write_text(header + ORT_WEB_STEPS)
+    suite = load_suite(path)
+    item = ScenarioTarget(suite, suite.scenarios[0], suite.backends[0])
+    backend = open_backend("ort-web", BackendOptions())
+    references = ReferenceCache(None).references
+    try:
+        fault = BackendOptions(inject=frozenset({"input-snapshot-at-capture"}))
+        faulty = step_scenario(item, backend, references, fault, "t").result
+        clean = step_scenario(item, backend, references, BackendOptions(), "t").result
+    finally:
+        backend.close()
+    assert (faulty.verdict, faulty.stale_from) == ("stale-input", "run 1")
+    assert faulty.message.startswith("step 3 (run: c, line 18)")
+    assert faulty.trace["faults"] == ["input-snapshot-at-capture"]
+    assert (clean.verdict, clean.message) == ("pass", "")
+    assert "faults" not in clean.trace

@@ -7,7 +7,7 @@ next one treats those kinds of failure as known, so nothing is found twice in on
 example database lives in the cache folder, per target and faults, so a rerun replays known
 failures first. Hypothesis has no time limit of its own: the budget is checked before each
 example, which raises ``BudgetSpent`` (not an ``Exception``, so Hypothesis lets it through)
-once it is spent; a failure seen before then may overrun it by ``SHRINK_GRACE`` to shrink, and
+once it is spent; a failure seen before then may overrun it to shrink (``_Examiner.grace``), and
 is written as the smallest failing scenario seen when even that runs out.
 """
 
@@ -44,6 +44,10 @@ from runner.suite.scenarios import Scenario
 MAX_STEPS = 8  # steps per drawn scenario; the known triggers take two to four
 SHRINK_GRACE = 0.25  # of the budget (at least GRACE_MIN_S): how long a found failure may shrink
 GRACE_MIN_S = 30.0
+# ... or as long as this many examples take at the pace so far, if longer: Hypothesis needs a
+# few dozen to shrink an 8-step scenario, which takes minutes where a scenario takes seconds
+# (ort-web on SwiftShader)
+SHRINK_EXAMPLES = 40
 PROGRESS_EVERY_S = 10.0
 
 
@@ -83,7 +87,6 @@ class _Examiner:
         self.oracle = ReferenceCache(None)  # in memory: examples share their inputs' references
         self.began = self.said = time.monotonic()
         self.deadline = self.began + request.budget_s
-        self.grace = max(GRACE_MIN_S, SHRINK_GRACE * request.budget_s)
         self.examples = self.steps = 0
         self.shortest: dict[FailureKind, Failure] = {}
         self.first_seen: dict[FailureKind, tuple[int, float]] = {}  # examples, seconds
@@ -92,7 +95,7 @@ class _Examiner:
 
     def __call__(self, explored: ExploredModel, scenario: Scenario) -> None:
         now = time.monotonic()
-        if now > self.deadline + (self.grace if self.pending else 0):
+        if now > self.deadline + (self.grace() if self.pending else 0):
             raise BudgetSpent
         if now - self.said > PROGRESS_EVERY_S:
             self.said = now
@@ -120,6 +123,12 @@ class _Examiner:
         if shortest is None or len(scenario.steps) <= len(shortest.scenario.steps):
             self.shortest[kind] = failure  # Hypothesis shrinks: the later of equals is simpler
         raise _failure_type(kind)(stepped.result.message)
+
+    def grace(self) -> float:
+        """How long past the budget a failure may shrink: a share of the budget, or the time
+        ``SHRINK_EXAMPLES`` examples take at the pace so far, whichever is longer."""
+        pace = (time.monotonic() - self.began) / max(1, self.examples)
+        return max(GRACE_MIN_S, SHRINK_GRACE * self.request.budget_s, SHRINK_EXAMPLES * pace)
 
     def progress(self) -> str:
         return (

@@ -1,9 +1,9 @@
 """A failing scenario explore keeps: how failures are told apart, and the suite file it writes.
 
 Two failures are the same bug while exploring when they share the verdict, the failing step's
-action and, for a backend's own failure, its message (``Failure.kind``), so Hypothesis shrinks
-each kind apart; two findings are the same when they share the verdict and the minimal
-scenario's ``signature`` (sessions named by first use).
+action and, for a backend's own failure, its message, for a capture-mismatch its buffer modes
+(``Failure.kind``), so Hypothesis shrinks each kind apart; two findings are the same when they
+share the verdict and the minimal scenario's ``signature`` (sessions named by first use).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from runner.suite.spec import BackendTarget
 FailureKind = tuple[str, str, str]
 # Verdicts told apart by the backend's message: an error is the same bug only with the same text.
 BACKEND_FAILURES = frozenset({"error", "capture-unsupported", "unsupported-op", "timeout"})
+UNATTRIBUTED = "capture-mismatch"  # wrong, and like no other run's reference: told apart by buffers
 
 
 @dataclass(frozen=True)
@@ -63,12 +64,17 @@ class Failure:
     @property
     def kind(self) -> FailureKind:
         """Verdict and failing action; for a backend's own failure (an error, a refusal) also
-        its text, numbers left out."""
+        its text, numbers left out; for a run's output that matches nothing
+        (``capture-mismatch``), its inputs and its session's outputs: a new input buffer and a
+        new output buffer per run are two bugs alike in that verdict."""
         verdict = self.result.verdict
+        step = self.scenario.steps[self.failing_step]
         text = ""
         if verdict in BACKEND_FAILURES:
             text = re.sub(r"\d+", "N", self.result.message.partition("): ")[2])
-        return verdict, self.scenario.steps[self.failing_step].action, text
+        elif verdict == UNATTRIBUTED and step.action == RUN:
+            text = f"inputs {step.inputs}, outputs {self.scenario.session(step.session).outputs}"
+        return verdict, step.action, text
 
 
 @dataclass(frozen=True)

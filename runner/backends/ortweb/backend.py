@@ -2,8 +2,9 @@
 
 One browser per run, launched on the first case, with the WebGPU tracer as an init script; one
 page per build of the version being run, reused across cases (a case of another version closes
-them: cases come grouped by version); one local HTTP server for the pages, each version's dist
-files (under a prefix of its own) and each case's model and inputs. ``close()`` stops all of it.
+them: cases come grouped by version; a scenario gets a page loaded for it); one local HTTP
+server for the pages, each version's dist files (under a prefix of its own) and each case's
+model and inputs. ``close()`` stops all of it.
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ class OrtWebBackend:
         """A scenario's steps in the build's page (harness.js ``runScenario``)."""
         from runner.backends.ortweb.page import CaseTimedOut, PageBroken
 
-        details = _details(plan.target)
+        faults = sorted(plan.inject & DESCRIPTOR.faults.keys())
+        details = {**_details(plan.target), **({"faults": faults} if faults else {})}
         if any(step.action == RELEASE_GRAPH for step in plan.scenario.steps):
             message = "onnxruntime-web has no API to release a captured graph (only a session)"
             return ScenarioRun("skipped", message, details=details)
@@ -114,6 +116,7 @@ class OrtWebBackend:
             return ScenarioRun(status, message, details=details)
         try:
             spec, registered = self._scenario_spec(plan)
+            spec["faults"] = faults  # armed while each capture session records
         except ValueError as unknown:  # an output shape pre-allocation needs
             return ScenarioRun("error", str(unknown), details=details)
         try:
@@ -231,7 +234,7 @@ class OrtWebBackend:
 
     def page_loads(self) -> dict[str, int]:
         """How often each build's page of the current version was (re)opened: one each unless
-        a case broke a page."""
+        a case broke a page, and one more for each scenario (each runs in a page of its own)."""
         return {bundle: page.loads for bundle, page in self._pages.items()}
 
     def _start(self) -> None:

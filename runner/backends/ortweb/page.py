@@ -44,6 +44,7 @@ class BundlePage:
         self._crashed = False
         self._opened_after_kills = 0
         self.loads = 0  # how many times the page was (re)opened: the costly part
+        self._ran = False  # whether a case or scenario ran since the page was loaded
         self.adapter: dict[str, Any] | None = None  # the WebGPU adapter the page saw at load
         self.sequence: Any = None  # the layout-change sequence whose sessions the page holds
 
@@ -67,21 +68,24 @@ class BundlePage:
         return self._evaluate("harness.run", spec, timeout_s)
 
     def scenario(self, spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """Run one scenario (harness.js's ``runScenario``): it releases the sessions cases left
-        and its own at its end. Returns its result, or raises CaseTimedOut or PageBroken.
-
-        A scenario whose step threw closes the page: ORT may be left half-way (a wasm trap, a
-        session creation that never finished), and the next scenario, or ``explore``'s next
-        example, must fail on its own steps only."""
-        self.sequence = None
-        result = self._evaluate("harness.scenario", spec, timeout_s)
-        if result["status"] != "ok":
+        """Run one scenario (harness.js's ``runScenario``) in a page of its own, loaded for it:
+        what a scenario sees must not depend on what ran before it in the page (ORT's wasm heap,
+        where its tensors land, a trap or a half-made session), so that ``explore``'s examples
+        are independent and each one it writes fails the same way under ``run``. A load costs
+        about as much again as a small scenario on SwiftShader (docs/commands.md#explore).
+        The page goes with the scenario: cases after it do not inherit what it left.
+        Returns its result, or raises CaseTimedOut or PageBroken."""
+        if self._ran:
             self.close()
-        return result
+        try:
+            return self._evaluate("harness.scenario", spec, timeout_s)
+        finally:
+            self.close()
 
     def _evaluate(self, function: str, spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """`function(spec, ms)` in the page, killing its renderer if it outlives `timeout_s`."""
         page = self._load()
+        self._ran = True
         killed = threading.Event()
 
         def kill_stuck_renderer() -> None:
@@ -141,6 +145,7 @@ class BundlePage:
         page.on("crash", self._on_crash)
         page.set_default_timeout(LOAD_TIMEOUT_S * 1000)
         self._page = page
+        self._ran = False
         self.loads += 1
         try:
             page.goto(self._server.url("/harness.html"), wait_until="load")

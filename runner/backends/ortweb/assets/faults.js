@@ -261,14 +261,18 @@
      * regular run first and capture the second), and every graph's first run.
      */
     beginRecording(session, names, runs = 2) {
+      // A scenario's session records again (another graph, JSEP's capture run after its first
+      // run): what its earlier recordings bound stays bound, until `forget`.
+      const earlier = captured.get(session) || {uniforms: new Map(), copies: []};
+      captured.delete(session);
       recording = {
         session,
         faults: new Set(names),
         runs: 0,
         recordingRuns: runs,
         run: {occurrences: new Map(), uniforms: new Map()}, // key -> {bytes}, this run
-        uniforms: new Map(), // key -> {bytes}: the last run that made bind groups
-        copies: [], // the fault's buffers this session binds
+        uniforms: earlier.uniforms, // key -> {bytes}: the last run that made bind groups
+        copies: earlier.copies, // the fault's buffers this session binds
         snapshots: new Map(), // input buffer -> what the input faults bind in its place
       };
     },
@@ -323,13 +327,9 @@
         return;
       }
       const {session, uniforms, copies} = recording;
-      const frozenCaches = twins.get(session); // they outlive the recording: every run uses them
       recording = null;
-      forget(session);
+      // its graphs' inputs, and its KV-cache twins (every run uses them), stay known until `forget`
       captured.set(session, {uniforms, copies});
-      if (frozenCaches) {
-        twins.set(session, frozenCaches);
-      }
     },
     forget,
   };

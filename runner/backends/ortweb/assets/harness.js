@@ -7,7 +7,7 @@
 // `sessions` until the next sequence begins, so later cases run next to earlier ones and a revisit
 // can replay an earlier capture (layout-change sequences).
 // A case's `faults` (faults.js) are armed only while its own capture session records.
-import {creationStatus, runScenarioSteps} from './scenario.mjs';
+import {creationStatus, runScenarioSteps, sessionName} from './scenario.mjs';
 
 const tracer = window.__webgpuTracer;
 const faults = window.__webgpuFaults;
@@ -383,11 +383,10 @@ const runScenario = async (spec) => {
       ...spec,
       mode: session.capture ? 'capture' : 'eager',
       outputLocation: session.location,
-      sessionName: `scenario/${step.session}`,
+      sessionName: sessionName(step.session),
       buffers: {inputs: step.inputs === 'fresh' ? 'fresh' : 'rewrite', outputs: session.outputs},
       outputs: session.outputs === 'none' ? undefined : spec.outputs,
       graphs: session.graphs,
-      faults: [],
     }),
     createSession,
     releaseEntry,
@@ -396,7 +395,7 @@ const runScenario = async (spec) => {
     startRun: () => tracer.begin('run'),
     endRun: () => tracer.end().counts,
     output: (tensor, data) => ({type: tensor.type, dims: tensor.dims, data: toBase64(data)}),
-    forget: (name) => faults.forget(name),
+    faults,
   });
 };
 

@@ -9,7 +9,7 @@
 // page runs them with too, replays them, and the judge names the first failing step.
 // Serve the folder (python3 -m http.server) and open index.html; ?faults=off runs the same
 // steps without the injected fault(s) a --with-fault bundle carries.
-import {creationStatus, runScenarioSteps} from './scenario.mjs';
+import {creationStatus, runScenarioSteps, sessionName} from './scenario.mjs';
 
 const UNIFORM = 0x40; // GPUBufferUsage.UNIFORM
 const TYPED_ARRAYS = {
@@ -320,7 +320,7 @@ const runScenario = async (ort, manifest) => {
   const report = await runScenarioSteps({sessions: scenario.sessions, steps, outputNames: workload.outputs}, {
     sessionSpec: (step, session) => ({
       mode: session.capture ? 'capture' : 'eager',
-      name: `scenario/${step.session}`,
+      name: sessionName(step.session),
       buffers: {inputs: step.inputs === 'fresh' ? 'fresh' : 'rewrite', outputs: session.outputs},
       location: session.location,
       graphs: session.graphs,
@@ -347,7 +347,7 @@ const runScenario = async (ort, manifest) => {
       uniformWrites: counts.uniformWrites - before.uniformWrites,
     }),
     output: (tensor, data) => ({type: tensor.type, dims: tensor.dims, data}),
-    forget: () => {},
+    faults: api,
   });
   const ran = report.failedStep ?? steps.length;
   steps.slice(0, ran).forEach((step, i) => say(`step ${i + 1}/${steps.length}: ${step.action}: ${step.session}`));

@@ -14,6 +14,9 @@ export const creationStatus = (capture, message) => {
   return 'error';
 };
 
+/** The name a scenario's session has in the page (and its faults). */
+export const sessionName = (session) => `scenario/${session}`;
+
 const text = (error) => String(error && error.message ? error.message : error).replace(/\s+/g, ' ');
 
 /**
@@ -27,12 +30,16 @@ const text = (error) => String(error && error.message ? error.message : error).r
  *   releaseEntry(entry); runArguments(entry, sessionSpec, graph, variant): {feeds, fetches,
  *   readers}; startRun() and endRun() around a run, endRun giving its WebGPU call counts
  *   ({createBindGroup, uniformWrites}); output(tensor, data): a run's output as reported;
- *   forget(sessionName): the scenario is over for that session.
+ *   faults: faults.js's API, or undefined where no fault is injected. A capture session's
+ *   `sessionSpec.faults` are armed for its first two runs of each graph since it was created,
+ *   as for a case's session: the run that records (the C++ builds record the first, JSEP the
+ *   second) and no other.
  */
 export const runScenarioSteps = async (spec, page) => {
   const live = new Map(); // session name -> entry
   const held = new Map(); // session name -> its held output tensors
   const steps = [];
+  const runsOf = new Map(); // `${session}/${graph}` -> its runs since the session's creation
   const dispose = (name) => {
     for (const tensor of held.get(name) || []) {
       tensor.dispose();
@@ -51,10 +58,12 @@ export const runScenarioSteps = async (spec, page) => {
             return {...created.failed, steps, failedStep: i};
           }
           live.set(step.session, created.entry);
+          [...runsOf.keys()].filter((k) => k.startsWith(`${step.session}/`)).forEach((k) => runsOf.delete(k));
         }
         if (step.action === 'dispose') {
           dispose(step.session);
         } else if (step.action === 'release') {
+          page.faults?.forget(sessionName(step.session));
           await page.releaseEntry(live.get(step.session));
           live.delete(step.session);
         }
@@ -65,11 +74,22 @@ export const runScenarioSteps = async (spec, page) => {
         const entry = live.get(step.session);
         const {feeds, fetches, readers} =
           await page.runArguments(entry, sessionSpec, step.graph, step.variant);
+        const key = `${step.session}/${step.graph}`;
+        runsOf.set(key, (runsOf.get(key) || 0) + 1);
+        if (session.capture && runsOf.get(key) <= 2) {
+          page.faults?.beginRecording(sessionName(step.session), sessionSpec.faults, 1);
+        }
+        page.faults?.startRun();
         page.startRun();
         running = true;
-        const results = await (session.graphs > 1
-          ? entry.session.run(feeds, fetches, {extra: {gpu_graph_id: String(step.graph)}})
-          : entry.session.run(feeds, fetches));
+        let results;
+        try {
+          results = await (session.graphs > 1
+            ? entry.session.run(feeds, fetches, {extra: {gpu_graph_id: String(step.graph)}})
+            : entry.session.run(feeds, fetches));
+        } finally {
+          page.faults?.endRun(sessionName(step.session)); // ends a recording
+        }
         running = false;
         const counts = page.endRun();
         const outputs = {};
@@ -99,6 +119,6 @@ export const runScenarioSteps = async (spec, page) => {
     for (const entry of live.values()) {
       await page.releaseEntry(entry).catch(() => {});
     }
-    Object.keys(spec.sessions).forEach((name) => page.forget(`scenario/${name}`));
+    Object.keys(spec.sessions).forEach((name) => page.faults?.forget(sessionName(name)));
   }
 };
