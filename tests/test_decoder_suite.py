@@ -50,6 +50,32 @@ def test_a_decoder_runs_its_loop_as_the_case_s_runs():
     }
 
 
+def capture_workload(model: str):
+    [case] = [
+        c
+        for c in expand_matrix([load_suite(DECODER)])
+        if c.id.startswith(f"{model}/") and c.backend.name == "wgpu" and c.mode == "capture"
+        and c.layout.label == "default" and not c.revisit
+    ]  # fmt: skip
+    return materialize(case, runs=3)
+
+
+def test_the_loop_variants_rewind_swap_and_interleave_generators():
+    rewind = capture_workload("llama-rewind")  # 5 steps, back 2 after step 3
+    masks = [rewind.inputs_of(f.variant)["attention_mask"] for f in rewind.schedule]
+    assert [int(m.sum()) for m in masks] == [5, 6, 7, 6, 7, 7]
+    first_again = rewind.inputs_of((0, 3))  # the step after the rewind: position 5 again
+    assert first_again["input_ids"] == rewind.inputs_of((0, 1))["input_ids"]
+    assert not first_again["past_key_values.0.key"][:, :, 5:].any()  # stale positions zeroed
+    assert not rewind.swapped and capture_workload("llama-swapped").swapped
+    two = capture_workload("llama-two-generators")  # 3 steps each, the last twice
+    assert [(f.graph, f.variant) for f in two.schedule] == [
+        (g, (g, d)) for d in (0, 1, 2, 2) for g in (0, 1)
+    ]
+    prompts = [two.inputs_of((g, 0))["past_key_values.0.key"] for g in (0, 1)]
+    assert not np.array_equal(*prompts)  # a prompt each
+
+
 BAD = """
 models:
   long-loop:
@@ -68,6 +94,10 @@ models:
   encoder:
     builtin: encoder
     kv_heads: 2
+  rewound:
+    builtin: decoder
+    max_length: 8
+    generate: {prompt: 2, steps: 3, rewind: {after: 3, by: 5}, caches: swapped}
 layouts:
   - label: wider-eps
     values: {eps: 1.0e-2}
@@ -91,6 +121,12 @@ def test_bad_decoder_entries_say_where_and_what_is_expected(write_suite):
         "sets; expected no `inputs:` or `shapes:` on a decoder (`generate:` sets its loop)",
         f"{path}:17:5: 'kv_heads' is not a parameter of the builtin encoder; expected its own "
         "parameters (docs/writing-suites.md#decoders-and-generation-loops)",
+        f"{path}:21:53: a rewind after decode step 3 of 3; expected after < steps (3): a step "
+        "must follow the rewind",
+        f"{path}:21:60: a rewind by 5 after decode step 3 leaves 0 of the 2 + 3 positions; "
+        "expected by < prompt + after (5): at least one stays",
+        f"{path}:21:72: caches: swapped with a rewind: the swapped buffer's stale positions "
+        "would differ from the reference's; expected a rewind or swapped caches, in two models",
     ]
     for message in expected:
         assert message in problems, problems
@@ -111,9 +147,9 @@ def test_every_decode_step_is_judged_and_the_canaries_fire_on_wgpu(tmp_path):
         result = json.loads(line)
         model, *_, layout, _, mode = result["case_id"].split("/")
         found[model, layout, mode] = result
-    assert len(found) == 14
+    assert len(found) == 20
     clean = [r for (m, *_), r in found.items() if not m.startswith("frozen-")]
-    assert {r["verdict"] for r in clean} == {"pass"} and len(clean) == 10
+    assert {r["verdict"] for r in clean} == {"pass"} and len(clean) == 16
     lengths = found["frozen-lengths", "layout=default", "capture"]
     assert lengths["verdict"] == "capture-mismatch"
     assert "differs from eager in run 2 of 5" in lengths["message"]  # the first replay

@@ -37,6 +37,7 @@ from runner.suite.spec import (
     InputSpec,
     Layout,
     ModelSpec,
+    Rewind,
     Shape,
     Suite,
     Tolerance,
@@ -402,12 +403,6 @@ class _Builder:
         step's (one token, the static mask and caches max_length wide), which captures."""
         path = ("models", name)
         self.refuse_keys(spec, path, ENCODER_KEYS, "the builtin decoder")
-        if spec.get("graphs", 1) > 1:
-            self.problem(
-                path + ("graphs",),
-                f"model {name!r} is a builtin decoder: its loop runs one generator per session",
-                "graphs: 1",
-            )
         for key in ("inputs", "shapes"):
             if key in spec:
                 self.problem(
@@ -431,15 +426,7 @@ class _Builder:
         except ValueError as exc:
             self.problem(path, f"model {name!r}: {exc}", "sizes GroupQueryAttention takes")
             params = DecoderParams(static_mask=True)
-        loop = GenerationLoop(**spec.get("generate", {}))
-        if loop.prompt + loop.steps > params.max_length:
-            self.problem(
-                path + ("generate",),
-                f"a prompt of {loop.prompt} tokens and {loop.steps} decode steps need "
-                f"{loop.prompt + loop.steps} positions; model {name!r} holds max_length "
-                f"{params.max_length}",
-                f"prompt + steps <= max_length ({params.max_length})",
-            )
+        loop = self.generation_loop(name, spec.get("generate", {}), params, path + ("generate",))
         length = params.max_length
         dims = {"batch_size": 1, "sequence_length": 1}
         dims |= {"total_sequence_length": length, "past_sequence_length": length}
@@ -450,6 +437,45 @@ class _Builder:
             loop=loop,
             shapes=(Shape(tuple(dims.items())),),
         )
+
+    def generation_loop(
+        self, name: str, spec: dict, params: DecoderParams, path: tuple
+    ) -> GenerationLoop:
+        """``generate:``, checked against the caches' length (the schema checks its keys)."""
+        rewind = Rewind(**spec["rewind"]) if "rewind" in spec else None
+        loop = GenerationLoop(**{**spec, "rewind": rewind})
+        if rewind is not None:
+            if rewind.after >= loop.steps:
+                self.problem(
+                    path + ("rewind", "after"),
+                    f"a rewind after decode step {rewind.after} of {loop.steps}",
+                    f"after < steps ({loop.steps}): a step must follow the rewind",
+                )
+            if rewind.by >= loop.prompt + rewind.after:
+                self.problem(
+                    path + ("rewind", "by"),
+                    f"a rewind by {rewind.by} after decode step {rewind.after} leaves "
+                    f"{loop.prompt + rewind.after - rewind.by} of the {loop.prompt} + "
+                    f"{rewind.after} positions",
+                    f"by < prompt + after ({loop.prompt + rewind.after}): at least one stays",
+                )
+            if loop.caches == "swapped":
+                self.problem(
+                    path + ("caches",),
+                    "caches: swapped with a rewind: the swapped buffer's stale positions "
+                    "would differ from the reference's",
+                    "a rewind or swapped caches, in two models",
+                )
+        if loop.positions > params.max_length:
+            rewound = " (the longest, with the rewind)" if rewind is not None else ""
+            self.problem(
+                path,
+                f"a prompt of {loop.prompt} tokens and {loop.steps} decode steps need "
+                f"{loop.positions} positions{rewound}; model {name!r} holds max_length "
+                f"{params.max_length}",
+                f"prompt + steps <= max_length ({params.max_length})",
+            )
+        return loop
 
     def refuse_keys(self, spec: dict, path: tuple, keys: frozenset[str], what: str) -> None:
         for key in sorted(keys & set(spec)):
