@@ -179,7 +179,9 @@ def test_a_rewind_recomputes_the_step_on_cleared_positions(reference):
     # the stale positions are zeroed (an eager present holds zeros there), so the step's
     # present is the first's; the step before the rewind keeps what it returned
     assert not again.inputs["past_key_values.0.value"][:, :, len(PROMPT) :].any()
-    np.testing.assert_array_equal(again.outputs["present.0.value"], first.outputs["present.0.value"])
+    np.testing.assert_array_equal(
+        again.outputs["present.0.value"], first.outputs["present.0.value"]
+    )
     assert second.outputs["present.0.value"][:, :, len(PROMPT) + 1].any()
     with pytest.raises(ValueError, match="rewind to 9"):
         generation.rewind(9)
