@@ -7,12 +7,16 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import onnx
 import pytest
 
 from runner.errors import InvalidInput
 from runner.matrix import expand_matrix
 from runner.suite import load_suite
+from runner.suite.spec import DecoderParams, EncoderParams
 from runner.workload import materialize
+from runner.workload.decoder import build_decoder
+from runner.workload.encoder import build_encoder
 
 from .conftest import REPO, regress
 
@@ -157,3 +161,50 @@ def test_every_decode_step_is_judged_and_the_canaries_fire_on_wgpu(tmp_path):
     assert cache["verdict"] == "capture-mismatch"
     assert "(runs differ from run 2)" in cache["message"], cache["message"]
     assert found["frozen-cache", "layout=default", "eager"]["verdict"] == "pass"
+
+
+def test_a_decoder_file_runs_as_the_builtin_and_one_without_caches_is_refused(write_suite):
+    """The builtin exported to an ONNX file, declared with `path:` and `generate:`, gets the
+    builtin's loop (the same decode steps, so every backend runs it alike); an encoder file
+    declared as a decoder is refused at its `path:` with what a decoder file needs."""
+    sizes = dict(layers=2, hidden=64, heads=4, kv_heads=2, intermediate=128, vocab=96)
+    params = DecoderParams(**sizes, max_length=16, static_mask=True, accuracy_level=0)
+    folder = write_suite("", name="models/.keep").parent
+    onnx.save(build_decoder(params), folder / "llama.onnx")
+    onnx.save(build_encoder(EncoderParams(), {}), folder / "encoder.onnx")
+    builtin = ", ".join(f"{k}: {v}" for k, v in sizes.items())
+    suite = write_suite(
+        f"""
+        models:
+          builtin: {{builtin: decoder, {builtin}, max_length: 16, generate: {{prompt: 4, steps: 3}}}}
+          file: {{path: models/llama.onnx, max_length: 16, generate: {{prompt: 4, steps: 3}}}}
+        backends: [wgpu]
+        """
+    )
+    cases = [c for c in expand_matrix([load_suite(suite)]) if c.mode == "capture"]
+    built, from_file = (materialize(c, runs=3) for c in cases)
+    assert from_file.shape == built.shape and from_file.in_place == built.in_place
+    assert from_file.schedule == built.schedule and from_file.key == built.key
+    for feed in built.schedule:
+        for name, value in built.inputs_of(feed.variant).items():
+            np.testing.assert_array_equal(from_file.inputs_of(feed.variant)[name], value)
+    bad = write_suite(
+        """
+        models:
+          encoder:
+            path: models/encoder.onnx
+            max_length: 16
+            generate: {prompt: 4, steps: 3}
+        backends: [wgpu]
+        """,
+        name="bad.yaml",
+    )
+    with pytest.raises(InvalidInput) as info:
+        load_suite(bad)
+    [problem] = info.value.problems
+    assert str(problem) == (
+        f"{bad}:3:11: model 'encoder' (encoder.onnx) is declared a decoder (`generate:`), but "
+        "its inputs are x and its outputs y; expected onnxruntime-genai's decoder: inputs "
+        "input_ids, attention_mask and past_key_values.N.key and .value for each layer N; "
+        "outputs logits and present.N.key and .value"
+    )

@@ -85,7 +85,7 @@ def materialize(
     spec = case.model
     if spec.op_test is not None:
         return _with_schedule(_op_test_workload(case), runs, case.graphs, _vary_op_test)
-    if spec.builtin == "decoder":
+    if spec.loop is not None:  # the builtin decoder, or a file of its shape
         return _decoder_workload(case, runs)
     if spec.builtin is not None:
         if spec.builtin != "encoder":
@@ -95,12 +95,7 @@ def materialize(
         specs = {**_builtin_input_defaults(params), **spec.inputs}
         seed = params.seed
     elif spec.path is not None:
-        path = Path(spec.path)
-        if not path.is_file():
-            raise ValueError(f"model {spec.name!r}: no model file at {path}")
-        stat = path.stat()
-        variant = _path_variant(path, stat.st_mtime_ns, stat.st_size, case.layout)
-        specs, seed = spec.inputs, 0
+        variant, specs, seed = _file(case), spec.inputs, 0
     else:
         raise ValueError(f"model {spec.name!r} has neither a builtin nor a path")
     shape = case.shape.as_dict()
@@ -122,9 +117,9 @@ def _decoder_workload(case: Case, runs: int | None) -> Workload:
     own), graph g's steps as its variants (g, step), interleaved step by step. `runs` only asks
     for the sequence: the loop sets it."""
     params, loop = case.model.decoder, case.model.loop
-    variant = _decoder_variant(params, case.layout)
+    variant = _decoder_variant(params, case.layout) if case.model.path is None else _file(case)
     # the prefill is the CPU's alone
-    loops = [_decode_steps(params, loop, case.layout, graph)[1:] for graph in range(case.graphs)]
+    loops = [_decode_steps(variant.data, params, loop, graph)[1:] for graph in range(case.graphs)]
     workload = _of_variant(
         variant,
         case,
@@ -168,13 +163,21 @@ def _decoder_variant(params: DecoderParams, layout: Layout) -> _Variant:
 
 
 @functools.lru_cache(maxsize=8)
-def _decode_steps(params: DecoderParams, loop: GenerationLoop, layout: Layout, graph: int) -> tuple:
+def _decode_steps(model: bytes, params: DecoderParams, loop: GenerationLoop, graph: int) -> tuple:
     """onnxruntime CPU's generation for generator `graph`: the prefill, then each decode step
     (``DecodeStep``). Generator 0's prompt is drawn from the seed, another's from (seed, graph)."""
     rng = np.random.default_rng(params.seed if graph == 0 else (params.seed, graph))
     prompt = rng.integers(0, params.vocab, loop.prompt)
-    model = _decoder_variant(params, layout).data
     return generate_reference(model, params, prompt.tolist(), loop.steps, loop.rewind)
+
+
+def _file(case: Case) -> _Variant:
+    """The case's model file, for its layout."""
+    path = Path(case.model.path)
+    if not path.is_file():
+        raise ValueError(f"model {case.model.name!r}: no model file at {path}")
+    stat = path.stat()
+    return _path_variant(path, stat.st_mtime_ns, stat.st_size, case.layout)
 
 
 def _with_schedule(workload: Workload, runs, graphs: int, vary, schedule=None) -> Workload:
