@@ -173,11 +173,12 @@ def test_a_decoder_file_runs_as_the_builtin_and_one_without_caches_is_refused(wr
     onnx.save(build_decoder(params), folder / "llama.onnx")
     onnx.save(build_encoder(EncoderParams(), {}), folder / "encoder.onnx")
     builtin = ", ".join(f"{k}: {v}" for k, v in sizes.items())
+    loop = "max_length: 16, generate: {prompt: 4, steps: 3}"
     suite = write_suite(
         f"""
         models:
-          builtin: {{builtin: decoder, {builtin}, max_length: 16, generate: {{prompt: 4, steps: 3}}}}
-          file: {{path: models/llama.onnx, max_length: 16, generate: {{prompt: 4, steps: 3}}}}
+          builtin: {{builtin: decoder, {builtin}, {loop}}}
+          file: {{path: models/llama.onnx, {loop}}}
         backends: [wgpu]
         """
     )
