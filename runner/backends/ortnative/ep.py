@@ -253,8 +253,7 @@ class EpBackend:
         sides = ()
         if workload.swapped:
             pasts = {name: bound[name] for name in in_place.values()}
-            spare = {name: self._value(native, *spec) for name, spec in specs().items()}
-            spare = {name: value for name, value in spare.items() if name in in_place}
+            spare = {name: self._value(native, *specs()[name]) for name in in_place}
             outputs |= spare
             sides = (
                 (pasts, spare),
