@@ -209,3 +209,22 @@ def test_a_decoder_file_runs_as_the_builtin_and_one_without_caches_is_refused(wr
         "input_ids, attention_mask and past_key_values.N.key and .value for each layer N; "
         "outputs logits and present.N.key and .value"
     )
+
+
+def test_ort_native_binds_the_loop_variants_right_on_the_cpu_ep(tmp_path):
+    """ort-native's capture path for a rewind, swapped caches (two value sets rebound every
+    run) and two generators (a binding per graph), on the CPU EP, which captures nothing: every
+    step's logits and caches right, each replay seen executing the model again."""
+    out = tmp_path / "out"
+    args = ("--backend", "ort-native", "--adapter", "cpu", "--filter", "model=llama-[rst][ew]*")
+    regress("run", DECODER, *args, "--out", out, "--no-localize")
+    [results] = out.glob("runs/*/results.jsonl")
+    verdicts = {}
+    for line in results.read_text().splitlines():
+        result = json.loads(line)
+        verdicts[result["case_id"].split("/")[0], result["capture"]] = result["verdicts"]
+    assert verdicts == {
+        (model, mode): ["capture-not-engaged"] if mode == "capture" else ["pass"]
+        for model in ("llama-rewind", "llama-swapped", "llama-two-generators")
+        for mode in ("eager", "capture")
+    }
