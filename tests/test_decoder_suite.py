@@ -7,12 +7,16 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import onnx
 import pytest
 
 from runner.errors import InvalidInput
 from runner.matrix import expand_matrix
 from runner.suite import load_suite
+from runner.suite.spec import DecoderParams, EncoderParams
 from runner.workload import materialize
+from runner.workload.decoder import build_decoder
+from runner.workload.encoder import build_encoder
 
 from .conftest import REPO, regress
 
@@ -50,6 +54,32 @@ def test_a_decoder_runs_its_loop_as_the_case_s_runs():
     }
 
 
+def capture_workload(model: str):
+    [case] = [
+        c
+        for c in expand_matrix([load_suite(DECODER)])
+        if c.id.startswith(f"{model}/") and c.backend.name == "wgpu" and c.mode == "capture"
+        and c.layout.label == "default" and not c.revisit
+    ]  # fmt: skip
+    return materialize(case, runs=3)
+
+
+def test_the_loop_variants_rewind_swap_and_interleave_generators():
+    rewind = capture_workload("llama-rewind")  # 5 steps, back 2 after step 3
+    masks = [rewind.inputs_of(f.variant)["attention_mask"] for f in rewind.schedule]
+    assert [int(m.sum()) for m in masks] == [5, 6, 7, 6, 7, 7]
+    first_again = rewind.inputs_of((0, 3))  # the step after the rewind: position 5 again
+    assert first_again["input_ids"] == rewind.inputs_of((0, 1))["input_ids"]
+    assert not first_again["past_key_values.0.key"][:, :, 5:].any()  # stale positions zeroed
+    assert not rewind.swapped and capture_workload("llama-swapped").swapped
+    two = capture_workload("llama-two-generators")  # 3 steps each, the last twice
+    assert [(f.graph, f.variant) for f in two.schedule] == [
+        (g, (g, d)) for d in (0, 1, 2, 2) for g in (0, 1)
+    ]
+    prompts = [two.inputs_of((g, 0))["past_key_values.0.key"] for g in (0, 1)]
+    assert not np.array_equal(*prompts)  # a prompt each
+
+
 BAD = """
 models:
   long-loop:
@@ -68,6 +98,10 @@ models:
   encoder:
     builtin: encoder
     kv_heads: 2
+  rewound:
+    builtin: decoder
+    max_length: 8
+    generate: {prompt: 2, steps: 3, rewind: {after: 3, by: 5}, caches: swapped}
 layouts:
   - label: wider-eps
     values: {eps: 1.0e-2}
@@ -91,6 +125,12 @@ def test_bad_decoder_entries_say_where_and_what_is_expected(write_suite):
         "sets; expected no `inputs:` or `shapes:` on a decoder (`generate:` sets its loop)",
         f"{path}:17:5: 'kv_heads' is not a parameter of the builtin encoder; expected its own "
         "parameters (docs/writing-suites.md#decoders-and-generation-loops)",
+        f"{path}:21:53: a rewind after decode step 3 of 3; expected after < steps (3): a step "
+        "must follow the rewind",
+        f"{path}:21:60: a rewind by 5 after decode step 3 leaves 0 of the 2 + 3 positions; "
+        "expected by < prompt + after (5): at least one stays",
+        f"{path}:21:72: caches: swapped with a rewind: the swapped buffer's stale positions "
+        "would differ from the reference's; expected a rewind or swapped caches, in two models",
     ]
     for message in expected:
         assert message in problems, problems
@@ -111,9 +151,9 @@ def test_every_decode_step_is_judged_and_the_canaries_fire_on_wgpu(tmp_path):
         result = json.loads(line)
         model, *_, layout, _, mode = result["case_id"].split("/")
         found[model, layout, mode] = result
-    assert len(found) == 14
+    assert len(found) == 20
     clean = [r for (m, *_), r in found.items() if not m.startswith("frozen-")]
-    assert {r["verdict"] for r in clean} == {"pass"} and len(clean) == 10
+    assert {r["verdict"] for r in clean} == {"pass"} and len(clean) == 16
     lengths = found["frozen-lengths", "layout=default", "capture"]
     assert lengths["verdict"] == "capture-mismatch"
     assert "differs from eager in run 2 of 5" in lengths["message"]  # the first replay
@@ -173,3 +213,70 @@ def test_the_decoder_canaries_fire_on_ort_web_and_the_clean_loop_passes(write_su
         assert "run 2 of 5" in found[model]["message"] or "(runs differ from run 2)" in found[
             model
         ]["message"], found[model]["message"]
+
+
+def test_a_decoder_file_runs_as_the_builtin_and_one_without_caches_is_refused(write_suite):
+    """The builtin exported to an ONNX file, declared with `path:` and `generate:`, gets the
+    builtin's loop (the same decode steps, so every backend runs it alike); an encoder file
+    declared as a decoder is refused at its `path:` with what a decoder file needs."""
+    sizes = dict(layers=2, hidden=64, heads=4, kv_heads=2, intermediate=128, vocab=96)
+    params = DecoderParams(**sizes, max_length=16, static_mask=True, accuracy_level=0)
+    folder = write_suite("", name="models/.keep").parent
+    onnx.save(build_decoder(params), folder / "llama.onnx")
+    onnx.save(build_encoder(EncoderParams(), {}), folder / "encoder.onnx")
+    builtin = ", ".join(f"{k}: {v}" for k, v in sizes.items())
+    loop = "max_length: 16, generate: {prompt: 4, steps: 3}"
+    suite = write_suite(
+        f"""
+        models:
+          builtin: {{builtin: decoder, {builtin}, {loop}}}
+          file: {{path: models/llama.onnx, {loop}}}
+        backends: [wgpu]
+        """
+    )
+    cases = [c for c in expand_matrix([load_suite(suite)]) if c.mode == "capture"]
+    built, from_file = (materialize(c, runs=3) for c in cases)
+    assert from_file.shape == built.shape and from_file.in_place == built.in_place
+    assert from_file.schedule == built.schedule and from_file.key == built.key
+    for feed in built.schedule:
+        for name, value in built.inputs_of(feed.variant).items():
+            np.testing.assert_array_equal(from_file.inputs_of(feed.variant)[name], value)
+    bad = write_suite(
+        """
+        models:
+          encoder:
+            path: models/encoder.onnx
+            max_length: 16
+            generate: {prompt: 4, steps: 3}
+        backends: [wgpu]
+        """,
+        name="bad.yaml",
+    )
+    with pytest.raises(InvalidInput) as info:
+        load_suite(bad)
+    [problem] = info.value.problems
+    assert str(problem) == (
+        f"{bad}:3:11: model 'encoder' (encoder.onnx) is declared a decoder (`generate:`), but "
+        "its inputs are x and its outputs y; expected onnxruntime-genai's decoder: inputs "
+        "input_ids, attention_mask and past_key_values.N.key and .value for each layer N; "
+        "outputs logits and present.N.key and .value"
+    )
+
+
+def test_ort_native_binds_the_loop_variants_right_on_the_cpu_ep(tmp_path):
+    """ort-native's capture path for a rewind, swapped caches (two value sets rebound every
+    run) and two generators (a binding per graph), on the CPU EP, which captures nothing: every
+    step's logits and caches right, each replay seen executing the model again."""
+    out = tmp_path / "out"
+    args = ("--backend", "ort-native", "--adapter", "cpu", "--filter", "model=llama-[rst][ew]*")
+    regress("run", DECODER, *args, "--out", out, "--no-localize")
+    [results] = out.glob("runs/*/results.jsonl")
+    verdicts = {}
+    for line in results.read_text().splitlines():
+        result = json.loads(line)
+        verdicts[result["case_id"].split("/")[0], result["capture"]] = result["verdicts"]
+    assert verdicts == {
+        (model, mode): ["capture-not-engaged"] if mode == "capture" else ["pass"]
+        for model in ("llama-rewind", "llama-swapped", "llama-two-generators")
+        for mode in ("eager", "capture")
+    }

@@ -37,6 +37,7 @@ from runner.suite.spec import (
     InputSpec,
     Layout,
     ModelSpec,
+    Rewind,
     Shape,
     Suite,
     Tolerance,
@@ -349,7 +350,7 @@ class _Builder:
             for key, value in spec.get("inputs", {}).items()
         }
         own_shapes = tuple(self.shape(s) for s in spec.get("shapes", ()))
-        if spec.get("builtin") == "decoder":
+        if spec.get("builtin") == "decoder" or "generate" in spec:  # `path:` + `generate:`
             return dataclasses.replace(self.decoder(name, spec, layouts), line=self.line(path))
         if "builtin" in spec:
             self.refuse_keys(spec, path, DECODER_KEYS, "the builtin encoder")
@@ -398,21 +399,17 @@ class _Builder:
         return dataclasses.replace(model, line=self.line(path))
 
     def decoder(self, name: str, spec: dict, layouts: tuple) -> ModelSpec:
-        """The builtin decoder and its generation loop. Its one shape is the loop's: a decode
-        step's (one token, the static mask and caches max_length wide), which captures."""
+        """A decoder and its generation loop: the builtin, or an ONNX file of its shape
+        (``path:`` with ``generate:``). Its one shape is the loop's: a decode step's (one token,
+        the static mask and caches max_length wide), which captures."""
         path = ("models", name)
+        what = "a decoder file" if "path" in spec else "a builtin decoder"
         self.refuse_keys(spec, path, ENCODER_KEYS, "the builtin decoder")
-        if spec.get("graphs", 1) > 1:
-            self.problem(
-                path + ("graphs",),
-                f"model {name!r} is a builtin decoder: its loop runs one generator per session",
-                "graphs: 1",
-            )
         for key in ("inputs", "shapes"):
             if key in spec:
                 self.problem(
                     path + (key,),
-                    f"model {name!r} is a builtin decoder, whose {key} its generation loop sets",
+                    f"model {name!r} is {what}, whose {key} its generation loop sets",
                     "no `inputs:` or `shapes:` on a decoder (`generate:` sets its loop)",
                     key=True,
                 )
@@ -421,35 +418,142 @@ class _Builder:
                 self.problem(
                     ("layouts",),
                     f"layout {layout.label!r} changes {', '.join(dict(layout.values))}, which "
-                    f"model {name!r} (a builtin decoder) cannot",
+                    f"model {name!r} ({what}) cannot",
                     "layouts that order uniform fields only",
                 )
-        fields = {k: v for k, v in spec.items() if k in DecoderParams.__dataclass_fields__}
-        try:
-            # accuracy_level 0: onnxruntime CPU dequantizes exactly, as every backend here does
-            params = DecoderParams(**fields, accuracy_level=0, static_mask=True)
-        except ValueError as exc:
-            self.problem(path, f"model {name!r}: {exc}", "sizes GroupQueryAttention takes")
-            params = DecoderParams(static_mask=True)
-        loop = GenerationLoop(**spec.get("generate", {}))
-        if loop.prompt + loop.steps > params.max_length:
-            self.problem(
-                path + ("generate",),
-                f"a prompt of {loop.prompt} tokens and {loop.steps} decode steps need "
-                f"{loop.prompt + loop.steps} positions; model {name!r} holds max_length "
-                f"{params.max_length}",
-                f"prompt + steps <= max_length ({params.max_length})",
-            )
+        model_path, dims = None, None
+        if "path" in spec:
+            model_path = (self.file.parent / spec["path"]).resolve()
+            params, dims = self.decoder_file(name, model_path, spec, path)
+        else:
+            fields = {k: v for k, v in spec.items() if k in DecoderParams.__dataclass_fields__}
+            try:
+                # accuracy_level 0: onnxruntime CPU dequantizes exactly, as every backend does
+                params = DecoderParams(**fields, accuracy_level=0, static_mask=True)
+            except ValueError as exc:
+                self.problem(path, f"model {name!r}: {exc}", "sizes GroupQueryAttention takes")
+                params = DecoderParams(static_mask=True)
+        loop = self.generation_loop(name, spec.get("generate", {}), params, path + ("generate",))
         length = params.max_length
-        dims = {"batch_size": 1, "sequence_length": 1}
-        dims |= {"total_sequence_length": length, "past_sequence_length": length}
+        if dims is None:  # the builtin's dim names
+            dims = {"batch_size": 1, "sequence_length": 1}
+            dims |= {"total_sequence_length": length, "past_sequence_length": length}
         return ModelSpec(
             name,
-            builtin="decoder",
+            builtin=None if model_path else "decoder",
+            path=model_path,
             decoder=params,
             loop=loop,
             shapes=(Shape(tuple(dims.items())),),
         )
+
+    def decoder_file(
+        self, name: str, model_path: Path, spec: dict, path: tuple
+    ) -> tuple[DecoderParams, dict[str, int] | None]:
+        """An ONNX file declared as a decoder: the IO onnxruntime-genai's builder writes for a
+        static KV cache, its sizes read from it, and its symbolic dims pinned to a decode step.
+        With a problem, defaults (the problem stops the load)."""
+        import onnx
+
+        fallback = DecoderParams(static_mask=True), None
+        inputs = self.model_file(model_path, path + ("path",))
+        if inputs is None:
+            return fallback
+        graph = onnx.load(str(model_path), load_external_data=False).graph
+        outputs = {
+            o.name: [d.dim_param or d.dim_value for d in o.type.tensor_type.shape.dim]
+            for o in graph.output
+        }
+        layers = 0
+        while f"past_key_values.{layers}.key" in inputs:
+            layers += 1
+        caches = [f"{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
+        wanted_inputs = {"input_ids", "attention_mask", *(f"past_key_values.{c}" for c in caches)}
+        wanted_outputs = {"logits", *(f"present.{c}" for c in caches)}
+        if not layers or set(inputs) != wanted_inputs or not wanted_outputs <= set(outputs):
+            self.problem(
+                path + ("path",),
+                f"model {name!r} ({model_path.name}) is declared a decoder (`generate:`), but "
+                f"its inputs are {', '.join(inputs)} and its outputs {', '.join(outputs)}",
+                "onnxruntime-genai's decoder: inputs input_ids, attention_mask and "
+                "past_key_values.N.key and .value for each layer N; outputs logits and "
+                "present.N.key and .value",
+            )
+            return fallback
+        past, logits = inputs["past_key_values.0.key"], outputs["logits"]
+        if len(past) != 4 or not isinstance(past[1], int) or not isinstance(past[3], int):
+            self.problem(
+                path + ("path",),
+                f"model {name!r}: past_key_values.0.key has dims {past}",
+                "[batch, kv_heads, length, head_size], kv_heads and head_size fixed",
+            )
+            return fallback
+        if not logits or not isinstance(logits[-1], int) or "max_length" not in spec:
+            self.problem(
+                path,
+                f"model {name!r} (a decoder file): logits {logits}, max_length "
+                f"{spec.get('max_length', 'not given')}",
+                "logits whose last dim (the vocabulary) is fixed, and `max_length:` (the "
+                "positions its KV-cache buffers hold)",
+            )
+            return fallback
+        kv_heads, head_size, length = past[1], past[3], spec["max_length"]
+        try:
+            params = DecoderParams(
+                layers=layers,
+                hidden=kv_heads * head_size,  # only head_size = hidden / heads counts here
+                heads=kv_heads,
+                kv_heads=kv_heads,
+                vocab=logits[-1],
+                max_length=length,
+                seed=spec.get("seed", 0),
+                static_mask=True,
+            )
+        except ValueError as exc:
+            self.problem(path, f"model {name!r}: {exc}", "sizes GroupQueryAttention takes")
+            return fallback
+        ids, mask = inputs["input_ids"], inputs["attention_mask"]
+        pins = [(ids[0], 1), (ids[-1], 1), (mask[-1], length), (past[2], length)]
+        return params, {dim: value for dim, value in pins if isinstance(dim, str)}
+
+    def generation_loop(
+        self, name: str, spec: dict, params: DecoderParams, path: tuple
+    ) -> GenerationLoop:
+        """``generate:``, checked against the caches' length (the schema checks its keys)."""
+        rewind = Rewind(**spec["rewind"]) if "rewind" in spec else None
+        loop = GenerationLoop(**{**spec, "rewind": rewind})
+        if rewind is not None:
+            if rewind.after >= loop.steps:
+                self.problem(
+                    path + ("rewind", "after"),
+                    f"a rewind after decode step {rewind.after} of {loop.steps}",
+                    f"after < steps ({loop.steps}): a step must follow the rewind",
+                )
+            if rewind.by >= loop.prompt + rewind.after:
+                self.problem(
+                    path + ("rewind", "by"),
+                    f"a rewind by {rewind.by} after decode step {rewind.after} leaves "
+                    f"{loop.prompt + rewind.after - rewind.by} of the {loop.prompt} + "
+                    f"{rewind.after} positions",
+                    f"by < prompt + after ({loop.prompt + rewind.after}): at least one stays",
+                )
+            if loop.caches == "swapped":
+                self.problem(
+                    path + ("caches",),
+                    "caches: swapped with a rewind: the swapped buffer's stale positions "
+                    "would differ from the reference's",
+                    "a rewind or swapped caches, in two models",
+                )
+        if loop.positions > params.max_length:
+            rewound = " (the longest, with the rewind)" if rewind is not None else ""
+            self.problem(
+                path,
+                f"a prompt of {loop.prompt} tokens and {loop.steps} decode steps need "
+                f"{loop.positions} positions{rewound}; model {name!r} holds max_length "
+                f"{params.max_length}",
+                f"prompt + steps <= max_length ({params.max_length})",
+            )
+        return loop
 
     def refuse_keys(self, spec: dict, path: tuple, keys: frozenset[str], what: str) -> None:
         for key in sorted(keys & set(spec)):
@@ -595,7 +699,7 @@ class _Builder:
             if spec["name"] in {s["name"] for s in specs[:i]}:
                 self.problem((*path, "name"), f"scenario {spec['name']!r} again", "unique names")
             model = by_name.get(spec.get("model"))
-            if model is not None and model.builtin == "decoder":
+            if model is not None and model.loop is not None:
                 self.problem(
                     (*path, "model"),
                     f"model {model.name!r} is a decoder, whose runs its generation loop sets",

@@ -154,13 +154,37 @@ class DecoderParams:
         return self.hidden // self.heads
 
 
+# How a decoder's capture binds its present KV caches (``generate: {caches: ...}``).
+CACHE_BINDINGS = ("shared", "swapped")
+
+
+@dataclass(frozen=True)
+class Rewind:
+    """``generate: {rewind: {after, by}}``: after decode step ``after`` the sequence length goes
+    back ``by`` positions (onnxruntime-genai's ``rewind_to``) and the loop continues from there."""
+
+    after: int
+    by: int
+
+
 @dataclass(frozen=True)
 class GenerationLoop:
     """A decoder's generation loop (``generate:``): a prefill of ``prompt`` tokens, then
-    ``steps`` greedy decode steps, each a run of the case."""
+    ``steps`` greedy decode steps, each a run of the case. ``caches``: ``shared`` binds each
+    present cache in its past cache's buffer (genai's static cache); ``swapped`` into a second
+    buffer set, which is the next step's past (the sets trade places every step)."""
 
     prompt: int = 4
     steps: int = 4
+    rewind: Rewind | None = None
+    caches: str = "shared"
+
+    @property
+    def positions(self) -> int:
+        """The longest the sequence gets: what the caches must hold."""
+        if self.rewind is None:
+            return self.prompt + self.steps
+        return self.prompt + max(self.rewind.after, self.steps - self.rewind.by)
 
 
 def shape_label(dims: Mapping[str, int]) -> str:

@@ -44,6 +44,10 @@ class Workload:
     # decoder's present KV caches into its past ones, one buffer each, as onnxruntime-genai
     # binds them (onnxruntime's WebGPU GroupQueryAttention refuses capture otherwise).
     in_place: Mapping[str, str] = field(default_factory=dict)
+    # With `in_place`: each graph keeps a second buffer for every such input, and its runs trade
+    # the two: a run's outputs go into the buffers its inputs do not use, which are the next
+    # run's inputs (a decoder's swapped caches, onnxruntime-genai #2244).
+    swapped: bool = False
 
     def feeds(self, runs: int) -> tuple[Feed, ...]:
         """What each run gets: the schedule, or else `runs` runs of `inputs`."""
@@ -81,7 +85,7 @@ def materialize(
     spec = case.model
     if spec.op_test is not None:
         return _with_schedule(_op_test_workload(case), runs, case.graphs, _vary_op_test)
-    if spec.builtin == "decoder":
+    if spec.loop is not None:  # the builtin decoder, or a file of its shape
         return _decoder_workload(case, runs)
     if spec.builtin is not None:
         if spec.builtin != "encoder":
@@ -91,12 +95,7 @@ def materialize(
         specs = {**_builtin_input_defaults(params), **spec.inputs}
         seed = params.seed
     elif spec.path is not None:
-        path = Path(spec.path)
-        if not path.is_file():
-            raise ValueError(f"model {spec.name!r}: no model file at {path}")
-        stat = path.stat()
-        variant = _path_variant(path, stat.st_mtime_ns, stat.st_size, case.layout)
-        specs, seed = spec.inputs, 0
+        variant, specs, seed = _file(case), spec.inputs, 0
     else:
         raise ValueError(f"model {spec.name!r} has neither a builtin nor a path")
     shape = case.shape.as_dict()
@@ -114,24 +113,32 @@ def _decoder_workload(case: Case, runs: int | None) -> Workload:
     """A generation loop's decode steps, a run each: onnxruntime CPU prefills the prompt and
     chooses every next token (greedy), so each backend is fed the same tokens; each run gets
     its step's token, static mask and KV caches, and the last step runs twice (two replays of
-    one input, for the determinism check). `runs` only asks for the sequence: the loop sets it."""
+    one input, for the determinism check). With ``graphs: N``, N generators (prompts of their
+    own), graph g's steps as its variants (g, step), interleaved step by step. `runs` only asks
+    for the sequence: the loop sets it."""
     params, loop = case.model.decoder, case.model.loop
-    variant = _decoder_variant(params, case.layout)
-    steps = _decode_steps(params, loop, case.layout)[1:]  # the prefill is the CPU's alone
+    variant = _decoder_variant(params, case.layout) if case.model.path is None else _file(case)
+    # the prefill is the CPU's alone
+    loops = [_decode_steps(variant.data, params, loop, graph)[1:] for graph in range(case.graphs)]
     workload = _of_variant(
         variant,
         case,
-        dict(steps[0].inputs),
+        dict(loops[0][0].inputs),
         in_place={past.replace("past_key_values", "present"): past for past in cache_names(params)},
+        swapped=loop.caches == "swapped",
     )
     if runs is None:
         return workload
-    draws = [*range(len(steps)), len(steps) - 1]
-    return dataclasses.replace(
-        workload,
-        schedule=tuple(Feed(0, (0, draw)) for draw in draws),
-        variants={(0, draw): dict(steps[draw].inputs) for draw in range(1, len(steps))},
-    )
+    steps = len(loops[0])
+    draws = [*range(steps), steps - 1]
+    schedule = tuple(Feed(graph, (graph, draw)) for draw in draws for graph in range(case.graphs))
+    variants = {
+        (graph, draw): dict(loops[graph][draw].inputs)
+        for graph in range(case.graphs)
+        for draw in range(steps)
+    }
+    del variants[BASE]
+    return dataclasses.replace(workload, schedule=schedule, variants=variants)
 
 
 def _of_variant(
@@ -156,11 +163,21 @@ def _decoder_variant(params: DecoderParams, layout: Layout) -> _Variant:
 
 
 @functools.lru_cache(maxsize=8)
-def _decode_steps(params: DecoderParams, loop: GenerationLoop, layout: Layout) -> tuple:
-    """onnxruntime CPU's generation: the prefill, then each decode step (``DecodeStep``)."""
-    prompt = np.random.default_rng(params.seed).integers(0, params.vocab, loop.prompt)
-    model = _decoder_variant(params, layout).data
-    return generate_reference(model, params, prompt.tolist(), loop.steps)
+def _decode_steps(model: bytes, params: DecoderParams, loop: GenerationLoop, graph: int) -> tuple:
+    """onnxruntime CPU's generation for generator `graph`: the prefill, then each decode step
+    (``DecodeStep``). Generator 0's prompt is drawn from the seed, another's from (seed, graph)."""
+    rng = np.random.default_rng(params.seed if graph == 0 else (params.seed, graph))
+    prompt = rng.integers(0, params.vocab, loop.prompt)
+    return generate_reference(model, params, prompt.tolist(), loop.steps, loop.rewind)
+
+
+def _file(case: Case) -> _Variant:
+    """The case's model file, for its layout."""
+    path = Path(case.model.path)
+    if not path.is_file():
+        raise ValueError(f"model {case.model.name!r}: no model file at {path}")
+    stat = path.stat()
+    return _path_variant(path, stat.st_mtime_ns, stat.st_size, case.layout)
 
 
 def _with_schedule(workload: Workload, runs, graphs: int, vary, schedule=None) -> Workload:

@@ -41,7 +41,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.defs import OpSchema
 
-from runner.suite.spec import DecoderParams
+from runner.suite.spec import DecoderParams, GenerationLoop, Rewind
 
 MS_DOMAIN = "com.microsoft"
 OPSET = 21
@@ -404,11 +404,18 @@ class Generation:
 
     def rewind(self, length: int) -> None:
         """Go back to ``length`` cached positions, as genai's rewind_to: the next decode feeds
-        the token at ``length`` again; the caches keep what lies past it (stale, never read)."""
+        the token at ``length`` again. genai's shared cache keeps the stale positions past it,
+        which no kernel may read; they are zeroed here, because a present cache in a buffer of
+        its own (an eager run's, onnxruntime's) holds zeros there, and every present is judged
+        whole. A replay that still attends past ``length`` reads zeros for the keys it had, and
+        its logits differ all the same."""
         if not 1 <= length <= self.cached:
             raise ValueError(f"rewind to {length}: expected 1 to {self.cached} (cached so far)")
         self.cached = length
         del self.tokens[length + 1 :]
+        self.caches = {name: cache.copy() for name, cache in self.caches.items()}  # not a step's
+        for cache in self.caches.values():
+            cache[:, :, length:] = 0
 
     def _step(self, fed: Sequence[int]) -> DecodeStep:
         total = self.cached + len(fed)
@@ -454,13 +461,25 @@ def cpu_step_runner(model: bytes) -> StepRunner:
 
 
 def generate_reference(
-    model: bytes, params: DecoderParams, prompt: Sequence[int], steps: int
+    model: bytes,
+    params: DecoderParams,
+    prompt: Sequence[int],
+    steps: int,
+    rewind: Rewind | None = None,
 ) -> tuple[DecodeStep, ...]:
-    """The prefill of ``prompt`` and ``steps`` greedy decode steps on onnxruntime's CPU."""
-    if steps < 0 or len(prompt) + steps > params.max_length:
+    """The prefill of ``prompt`` and ``steps`` greedy decode steps on onnxruntime's CPU; with
+    ``rewind``, the sequence goes back ``rewind.by`` positions after decode step
+    ``rewind.after``."""
+    loop = GenerationLoop(len(prompt), steps, rewind)
+    if steps < 0 or loop.positions > params.max_length:
         raise ValueError(
             f"a prefill of {len(prompt)} tokens and {steps} decode steps need "
-            f"{len(prompt) + steps} positions: expected at most max_length ({params.max_length})"
+            f"{loop.positions} positions: expected at most max_length ({params.max_length})"
         )
     generation = Generation(params, cpu_step_runner(model))
-    return (generation.prefill(prompt), *(generation.decode() for _ in range(steps)))
+    done = [generation.prefill(prompt)]
+    for step in range(1, steps + 1):
+        done.append(generation.decode())
+        if rewind is not None and step == rewind.after:
+            generation.rewind(generation.cached - rewind.by)
+    return tuple(done)

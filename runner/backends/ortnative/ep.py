@@ -64,6 +64,10 @@ class GraphBinding:
     written: dict[str, Any]
     outputs: dict[str, Any]
     recorded: bool = False
+    # Swapped caches: the two (inputs, outputs) value sets the runs alternate between, each
+    # writing its in-place outputs into the values the other reads (none unless swapped).
+    sides: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = ()
+    turns: int = 0
 
 
 @dataclass
@@ -175,9 +179,7 @@ class EpBackend:
             try:
                 with ort_log() as lines:
                     if case.capture:
-                        binding = self._binding(
-                            native, feed.graph, inputs, specs, workload.in_place, faults
-                        )
+                        binding = self._binding(native, feed.graph, inputs, specs, workload, faults)
                         records = not binding.recorded
                         outputs = self._replay(
                             native, feed.graph, binding, inputs, case.buffers, faults
@@ -188,6 +190,8 @@ class EpBackend:
             except Exception as exc:
                 if case.capture and isinstance(exc, ValueError):  # the Python API's guards
                     raise Refused(f"run {index + 1}: {exc}") from None
+                if case.capture and "Graph capture requires" in str(exc):  # a kernel's refusal
+                    raise Refused(f"run {index + 1}: {type(exc).__name__}: {exc}") from None
                 message = f"run {index + 1}: {type(exc).__name__}: {exc}"
                 trace = Trace(errors=tuple(errors + logged_errors(lines)))
                 return BackendRun("error", runs=tuple(runs), message=message, trace=trace)
@@ -227,11 +231,13 @@ class EpBackend:
     def _value(self, native: NativeSession, shape, dtype) -> Any:
         return native.session.create_ortvalue_from_shape_and_type(list(shape), dtype, self.memory)
 
-    def _binding(self, native, graph, inputs, specs, in_place, faults) -> GraphBinding:
-        """The graph's binding, made and bound on its first run; an output `in_place` names
-        is bound to its input's value (a decoder's static KV cache)."""
+    def _binding(self, native, graph, inputs, specs, workload, faults) -> GraphBinding:
+        """The graph's binding, made and bound on its first run; an output the workload's
+        `in_place` names is bound to its input's value (a decoder's static KV cache), or, when
+        `swapped`, to a second value that the next run reads (``sides``)."""
         if graph in native.graphs:
             return native.graphs[graph]
+        in_place = workload.in_place
         written = {name: self._value(native, a.shape, a.dtype) for name, a in inputs.items()}
         bound = written
         if INPUT_SNAPSHOT_AT_CAPTURE in faults:
@@ -244,12 +250,24 @@ class EpBackend:
             name: bound[in_place[name]] if name in in_place else self._value(native, *spec)
             for name, spec in specs().items()
         }
+        sides = ()
+        if workload.swapped:
+            pasts = {name: bound[name] for name in in_place.values()}
+            spare = {name: self._value(native, *specs()[name]) for name in in_place}
+            outputs |= spare
+            sides = (
+                (pasts, spare),
+                (
+                    {in_place[n]: v for n, v in spare.items()},
+                    {n: pasts[in_place[n]] for n in spare},
+                ),
+            )
         io = native.session.io_binding()
         for name, value in bound.items():
             io.bind_ortvalue_input(name, value)
         for name, value in outputs.items():
             io.bind_ortvalue_output(name, value)
-        native.graphs[graph] = GraphBinding(io, written, outputs)
+        native.graphs[graph] = GraphBinding(io, written, outputs, sides=sides)
         return native.graphs[graph]
 
     def _replay(self, native, graph, binding, inputs, buffers: BufferModes, faults):
@@ -264,6 +282,15 @@ class EpBackend:
                 for n, v in binding.outputs.items()
             }
             for name, value in binding.outputs.items():
+                binding.io.bind_ortvalue_output(name, value)
+        if binding.sides:  # swapped caches: this run's side
+            pasts, presents = binding.sides[binding.turns % 2]
+            binding.turns += 1
+            binding.written |= pasts
+            binding.outputs |= presents
+            for name, value in pasts.items():
+                binding.io.bind_ortvalue_input(name, value)
+            for name, value in presents.items():
                 binding.io.bind_ortvalue_output(name, value)
         donor = self._donor(native) if SHAPE_ONLY_CAPTURE_CACHE in faults else None
         borrowed = donor.graphs.get(graph) if donor and binding.recorded else None

@@ -336,6 +336,7 @@ class OrtWebBackend:
             spec["outputs"] = outputs
         if case.capture and workload.in_place:
             spec["inPlace"] = dict(workload.in_place)
+            spec["swapped"] = workload.swapped
         return spec, registered
 
 

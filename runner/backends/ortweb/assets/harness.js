@@ -132,10 +132,33 @@ const reader = (buffer, output) => async () => {
   return new TYPED_ARRAYS[output.type](data);
 };
 
+/** GPU tensors over `buffers`, one per input of the case. */
+const feedsOver = (spec, buffers) => Object.fromEntries(spec.inputs.map((input, i) => [
+  input.name, ort.Tensor.fromGpuBuffer(buffers[i], {dataType: input.type, dims: input.dims})]));
+
+/**
+ * Outputs written in place into an input's buffer among `buffers` (a decoder's present KV
+ * caches into its past ones), as onnxruntime-genai binds a static KV cache: [fetches, readers].
+ */
+const inPlaceOver = (spec, buffers) => {
+  const fetches = {};
+  const readers = {};
+  for (const [output, inputName] of Object.entries(spec.inPlace || {})) {
+    const i = spec.inputs.findIndex((input) => input.name === inputName);
+    const input = spec.inputs[i];
+    readers[output] = reader(buffers[i], input);
+    fetches[output] = ort.Tensor.fromGpuBuffer(
+      buffers[i], {dataType: input.type, dims: input.dims, download: readers[output]});
+  }
+  return [fetches, readers];
+};
+
 /**
  * The GPU buffers of one graph of a capture session and the tensors over them: its inputs (and
  * pre-allocated outputs), made on its first run and kept, as an application keeps them; with
- * `buffers.inputs` (`.outputs`) `fresh`, made again for every run.
+ * `buffers.inputs` (`.outputs`) `fresh`, made again for every run. With `spec.swapped`, a second
+ * buffer for every input an output is written into: the graph's runs alternate between the two
+ * sides (`held`, `held.swap`), each writing its outputs into the buffers the other side reads.
  */
 const graphTensors = (entry, spec, graph) => {
   const known = entry.graphs.get(graph);
@@ -144,20 +167,16 @@ const graphTensors = (entry, spec, graph) => {
     const buffers = spec.inputs.map((input) => gpuBuffer(entry, byteLength(input)));
     faults.inputs(spec.sessionName, graph, buffers, spec.inputs.map((input) => input.name));
     held.inputBuffers = buffers;
-    held.feeds = {};
-    spec.inputs.forEach((input, i) => {
-      held.feeds[input.name] = ort.Tensor.fromGpuBuffer(buffers[i], {dataType: input.type, dims: input.dims});
-    });
-    // Outputs written in place into an input's buffer (a decoder's present KV caches into its
-    // past ones), as onnxruntime-genai binds a static KV cache.
-    held.inPlace = {};
-    held.inPlaceReaders = {};
-    for (const [output, inputName] of Object.entries(spec.inPlace || {})) {
-      const i = spec.inputs.findIndex((input) => input.name === inputName);
-      const input = spec.inputs[i];
-      held.inPlaceReaders[output] = reader(buffers[i], input);
-      held.inPlace[output] = ort.Tensor.fromGpuBuffer(
-        buffers[i], {dataType: input.type, dims: input.dims, download: held.inPlaceReaders[output]});
+    held.feeds = feedsOver(spec, buffers);
+    [held.inPlace, held.inPlaceReaders] = inPlaceOver(spec, buffers);
+    if (spec.swapped) {
+      const written = new Set(Object.values(spec.inPlace));
+      const other = buffers.map((buffer, i) => (written.has(spec.inputs[i].name)
+        ? gpuBuffer(entry, byteLength(spec.inputs[i])) : buffer));
+      [held.inPlace, held.inPlaceReaders] = inPlaceOver(spec, other);
+      const [inPlace, inPlaceReaders] = inPlaceOver(spec, buffers);
+      held.swap = {inputBuffers: other, feeds: feedsOver(spec, other), inPlace, inPlaceReaders};
+      held.turn = 0;
     }
   }
   if (spec.outputs && (!known || spec.buffers.outputs === 'fresh')) {
@@ -188,7 +207,8 @@ const runArguments = (entry, spec, graph, bytes) => {
     return {feeds, fetches: spec.outputNames};
   }
   const held = graphTensors(entry, spec, graph);
-  held.inputBuffers.forEach((buffer, i) => writeInput(buffer, bytes[i]));
+  const side = held.swap && held.turn++ % 2 ? held.swap : held; // swapped: every other run
+  side.inputBuffers.forEach((buffer, i) => writeInput(buffer, bytes[i]));
   if (!spec.inPlace) {
     return {
       feeds: held.feeds,
@@ -200,10 +220,10 @@ const runArguments = (entry, spec, graph, bytes) => {
   // null: onnxruntime allocates that output
   const allocated = Object.fromEntries(spec.outputNames.map((name) => [name, null]));
   return {
-    feeds: held.feeds,
-    fetches: {...allocated, ...held.fetches, ...held.inPlace},
-    readers: {...held.readers, ...held.inPlaceReaders},
-    inputs: held.inputBuffers,
+    feeds: side.feeds,
+    fetches: {...allocated, ...held.fetches, ...side.inPlace},
+    readers: {...held.readers, ...side.inPlaceReaders},
+    inputs: side.inputBuffers,
   };
 };
 
@@ -252,8 +272,11 @@ const runFailure = (spec, index, graph, error) => {
   const message = String(error && error.message ? error.message : error).replace(/\s+/g, ' ');
   const where = spec.graphs > 1 ? ` (gpu_graph_id ${graph})` : '';
   const failure = new Error(`run ${index + 1}${where}: ${message}`);
-  // JSEP: "Registering a different external buffer under graph capture mode is not supported"
-  const refused = spec.mode === 'capture' && /graph capture mode is not supported/i.test(message);
+  // JSEP: "Registering a different external buffer under graph capture mode is not supported";
+  // the C++ EP's GroupQueryAttention: "Graph capture requires past/present KV cache to share the
+  // same buffer (static KV cache)" (a decoder's swapped caches)
+  const refused = spec.mode === 'capture'
+    && /graph capture mode is not supported|graph capture requires/i.test(message);
   failure.status = refused ? 'capture-unsupported' : 'error';
   return failure;
 };
