@@ -210,9 +210,10 @@ def test_the_decoder_canaries_fire_on_ort_web_and_the_clean_loop_passes(write_su
     assert found["clean"]["verdict"] == "pass"
     for model in ("frozen-lengths", "frozen-cache"):
         assert found[model]["verdict"] == "capture-mismatch", found[model]["message"]
-        assert "run 2 of 5" in found[model]["message"] or "(runs differ from run 2)" in found[
-            model
-        ]["message"], found[model]["message"]
+        assert (
+            "run 2 of 5" in found[model]["message"]
+            or "(runs differ from run 2)" in found[model]["message"]
+        ), found[model]["message"]
 
 
 def test_a_decoder_file_runs_as_the_builtin_and_one_without_caches_is_refused(write_suite):

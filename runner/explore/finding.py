@@ -27,6 +27,7 @@ from runner.history import CaseResult
 from runner.repro import bundle
 from runner.repro.scenario import write_scenario_bundle
 from runner.scenario.step import ScenarioTarget, SteppedScenario
+from runner.scenario.values import RUN
 from runner.suite.scenarios import Scenario, scenario_entry
 from runner.suite.spec import BackendTarget
 
