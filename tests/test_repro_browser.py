@@ -185,30 +185,48 @@ def test_the_real_fresh_input_buffer_bug_reproduces_in_a_one_node_bundle(tmp_pat
     assert all(u.startswith(url) or u.startswith("data:") for u in asked), asked
 
 
-def test_a_scenario_bundle_replays_the_held_output_error_in_chromium(tmp_path):
-    """suites/bugs/ort-held-output.yaml's scenario on the webgpu build: the bundle's page runs
-    its steps through scenario.mjs, as the suite's page does, and the suite's scenario judging
-    (under Pyodide) names the same verdict and failing step."""
+def test_a_scenario_bundle_replays_an_injected_stale_replay_in_chromium(write_suite, tmp_path):
+    """A scenario on the webgpu build with input-snapshot-at-capture: the bundle's page runs its
+    steps through scenario.mjs, as the suite's page does, arms the fault as the suite's page
+    does, and the suite's scenario judging (under Pyodide) names the same verdict and failing
+    step; with ?faults=off the same steps pass."""
+    suite = write_suite(
+        """
+        models:
+          encoder-tiny: {builtin: encoder, layers: 1, hidden: 32, heads: 4, ffn: 64}
+        shapes: [{batch: 1, sequence: 16}]
+        backends: [{name: ort-web, bundle: webgpu}]
+        exclude: [{model: encoder-tiny}]
+        scenarios:
+          - name: rewritten-inputs
+            model: encoder-tiny
+            sessions: {p: {}}
+            steps: [{run: p}, {run: p}, {run: p}]
+        """
+    )
     out = tmp_path / "reports"
-    suite = REPO / "suites/bugs/ort-held-output.yaml"
-    ran = regress("run", suite, "--backend", "ort-web:webgpu", "--out", out, "-q", "--no-localize")
-    assert ran.returncode == 0, ran.stderr
+    fault = ("--inject", "input-snapshot-at-capture")
+    ran = regress("run", suite, *fault, "--out", out, "-q", "--no-localize")
     (lines,) = [p.read_text() for p in (out / "runs").glob("*/results.jsonl")]
     result = json.loads(lines.splitlines()[-1])
-    assert result["verdict"] == "error" and result["message"].startswith("step 3 (run: ")
+    assert result["verdict"] == "stale-input", ran.stdout + ran.stderr
+    assert result["message"].startswith("step 2 (run: p, line ")
     made = tmp_path / "made"
-    proc = regress("repro", result["result_id"], "--reports", out, "--out", made, "--local")
+    proc = regress(
+        "repro", result["result_id"], "--reports", out, "--out", made, "--local", "--with-fault"
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "reproduced: error" in proc.stdout
+    assert "reproduced: stale-input" in proc.stdout
     bundle = Path(shutil.move(made, tmp_path / "elsewhere" / "bundle"))
     manifest = json.loads((bundle / "repro.json").read_text())
-    assert [s["action"] for s in manifest["scenario"]["steps"]] == ["run"] * 4
+    assert [s["action"] for s in manifest["scenario"]["steps"]] == ["run"] * 3
     assert (bundle / "scenario.mjs").read_bytes() == (
         REPO / "runner/backends/ortweb/assets/scenario.mjs"
     ).read_bytes()
 
     with served(bundle) as url:
-        ((page, asked),) = open_bundle(url, queries=("",))  # no fault to turn off
-    assert page["verdict"] == "error", page["lines"]
-    assert page["lines"][-2:] == [result["message"], "FAIL: error"]
+        (faulty, asked), (clean, _) = open_bundle(url, queries=("", "?faults=off"))
+    assert faulty["verdict"] == "stale-input", faulty["lines"]
+    assert faulty["lines"][-2:] == [result["message"], "FAIL: stale-input"]
+    assert clean["verdict"] == "pass" and clean["lines"][-1] == "PASS", clean["lines"]
     assert all(u.startswith(url) or u.startswith("data:") for u in asked), asked

@@ -188,7 +188,7 @@ const graphTensors = (ort, entry, workload, step, graph, api) => {
   const held = {...known};
   if (!known || step.buffers.inputs === 'fresh') {
     held.inputBuffers = workload.inputs.map((spec) => gpuBuffer(ort, spec));
-    api?.inputs(entry.name, graph, held.inputBuffers);
+    api?.inputs(entry.name, graph, held.inputBuffers, workload.inputs.map((spec) => spec.name));
     held.feeds = Object.fromEntries(workload.inputs.map((spec, i) => [
       spec.name, ort.Tensor.fromGpuBuffer(held.inputBuffers[i], {dataType: spec.type, dims: spec.dims})]));
   }
@@ -256,7 +256,7 @@ const runSession = async (ort, entry, workload, step, api) => {
     } catch (error) {
       return runFailure(step, i, graph, error);
     } finally {
-      api?.endRun();
+      api?.endRun(entry.name);
     }
     if (recorded.has(graph)) {
       replays.bindGroups += counts.bindGroups - before.bindGroups;
