@@ -59,7 +59,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     listed = regress("list", "suites", "--backend", "wgpu", env=no_npm)
     assert listed.returncode == 0, listed.stderr
     ids = listed.stdout.splitlines()
-    assert len(ids) == 70 and all("/wgpu/" in i for i in ids)
+    assert len(ids) == 77 and all("/wgpu/" in i for i in ids)
     pinned_only = regress("list", "suites", "--filter", "version=1.30.0", env=no_npm)
     assert pinned_only.returncode == 3  # the filter needs every version: npm must say
     wgpu_filtered = regress("list", "suites", "--filter", "backend=wgpu", env=no_npm)
