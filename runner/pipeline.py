@@ -148,7 +148,6 @@ def execute(
     stores = (RunFolder(out / "runs" / run_id), history)
     oracle = ReferenceCache(out / ".oracle")
     backends: dict[str, Backend] = {}
-    used: set[str] = set()
     environments: dict[str, dict[str, Any]] = {}
     results: list[CaseResult] = []
     failed = 0  # unexpected results so far, against `maxfail`
@@ -169,6 +168,16 @@ def execute(
                 backends[name] = open_backend(name, options)
                 closing.callback(backends[name].close)
                 listener.on_backend(name, time.perf_counter() - began)
+
+            def used(name: str) -> Backend:
+                """The open backend `name`; its environment is recorded once it has run a case
+                or a scenario."""
+                if name not in environments:
+                    environments[name] = {}
+                    # callbacks run last-in first-out: read the environment before closing
+                    closing.callback(_record_environment, environments, name, backends[name])
+                return backends[name]
+
             for case in cases:
                 if deadline is not None and time.monotonic() > deadline:
                     status = RunStatus.INCOMPLETE
@@ -179,11 +188,7 @@ def execute(
                     break
                 case = dataclasses.replace(case, inject=case.inject | options.inject)
                 listener.on_start(case)
-                backend = backends[case.backend.name]
-                if case.backend.name not in used:
-                    used.add(case.backend.name)
-                    # callbacks run last-in first-out: read the environment before closing
-                    closing.callback(_record_environment, environments, case.backend.name, backend)
+                backend = used(case.backend.name)
                 result = step.run(case, backend).result(run_id)
                 with interrupts.deferred():
                     for store in stores:
@@ -199,7 +204,7 @@ def execute(
                     )
                     break
             for item in scenarios if status == RunStatus.COMPLETE else ():
-                backend = backends[item.target.name]
+                backend = used(item.target.name)
                 result = step_scenario(item, backend, oracle.references, options, run_id).result
                 with interrupts.deferred():
                     for store in stores:

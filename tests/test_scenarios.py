@@ -126,6 +126,8 @@ def test_a_wgpu_scenario_passes_clean_and_names_the_step_a_fault_fails(tmp_path)
     assert (code, faulty["verdict"], faulty["outcome"]) == (1, "stale-input", "unexpected")
     assert faulty["message"].startswith("step 3 (run: p, line 19)")
     assert faulty["stale_from"] == "run 1"
+    (run_json,) = (tmp_path / "faulty" / "runs").glob("*/run.json")
+    assert "adapter" in json.loads(run_json.read_text())["environment"]["backends"]["wgpu"]
 
     # Its repro bundle, moved elsewhere, replays the steps and judges them as the suite did;
     # without the fault, the same steps pass.
