@@ -9,6 +9,7 @@ each case finishes, and the run ends with its record, however it ends.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import secrets
 import signal
@@ -123,7 +124,8 @@ def execute(
     the run is marked incomplete. `listener` (one, several or none; ``runner.listeners``) hears
     of each case started and stored, each backend opened, and the notes of each backend
     preparing what its cases need (installing versions). `scenarios` run after the cases, on
-    the same backends, and are stored as cases are (``runner.scenario``).
+    the same backends, and are stored, timed out and counted against `maxfail` as cases are
+    (``runner.scenario``).
     """
     listener = as_listener(listener)
     cases, scenarios = list(cases), list(scenarios)
@@ -178,39 +180,39 @@ def execute(
                     closing.callback(_record_environment, environments, name, backends[name])
                 return backends[name]
 
-            for case in cases:
+            def run_case(case: Case) -> CaseResult:
+                case = dataclasses.replace(case, inject=case.inject | options.inject)
+                listener.on_start(case)
+                return step.run(case, used(case.backend.name)).result(run_id)
+
+            def run_scenario(item: ScenarioTarget) -> CaseResult:
+                backend = used(item.target.name)
+                return step_scenario(item, backend, oracle.references, options, run_id).result
+
+            jobs = [functools.partial(run_case, case) for case in cases]
+            jobs += [functools.partial(run_scenario, item) for item in scenarios]
+            for done, job in enumerate(jobs):
                 if deadline is not None and time.monotonic() > deadline:
                     status = RunStatus.INCOMPLETE
                     message = (
                         f"run timeout: {run_timeout_s:g} s passed with "
-                        f"{len(cases) - len(results)} case(s) not run"
+                        f"{len(jobs) - done} case(s) not run"
                     )
                     break
-                case = dataclasses.replace(case, inject=case.inject | options.inject)
-                listener.on_start(case)
-                backend = used(case.backend.name)
-                result = step.run(case, backend).result(run_id)
+                result = job()
                 with interrupts.deferred():
                     for store in stores:
                         store.record(result)
                 results.append(result)
                 listener.on_result(result)
                 failed += result.outcome in FAILING_OUTCOMES
-                if maxfail and failed >= maxfail and len(results) < len(cases):
+                if maxfail and failed >= maxfail and done + 1 < len(jobs):
                     status = RunStatus.INCOMPLETE
                     message = (
                         f"maxfail {maxfail} reached: stopped with "
-                        f"{len(cases) - len(results)} case(s) not run"
+                        f"{len(jobs) - done - 1} case(s) not run"
                     )
                     break
-            for item in scenarios if status == RunStatus.COMPLETE else ():
-                backend = used(item.target.name)
-                result = step_scenario(item, backend, oracle.references, options, run_id).result
-                with interrupts.deferred():
-                    for store in stores:
-                        store.record(result)
-                results.append(result)
-                listener.on_result(result)
     except KeyboardInterrupt:
         status, message = RunStatus.INCOMPLETE, "interrupted; finished results are kept"
         interrupted = True

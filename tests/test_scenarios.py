@@ -154,6 +154,24 @@ def test_a_wgpu_scenario_passes_clean_and_names_the_step_a_fault_fails(tmp_path)
     assert without.stdout.splitlines()[-1] == "PASS"
 
 
+@pytest.mark.gpu
+def test_the_run_timeout_stops_scenarios_as_it_stops_cases(tmp_path):
+    path = _suite(tmp_path, "      - run: p\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "runner", "run", str(path), "--out", str(tmp_path), "-q"]
+        + ["--run-timeout", "0.000001"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    (run_json,) = (tmp_path / "runs").glob("*/run.json")
+    run = json.loads(run_json.read_text())
+    assert (run["status"], run["message"]) == (
+        "incomplete",
+        "run timeout: 1e-06 s passed with 1 case(s) not run",
+    ), result.stderr
+
+
 @pytest.mark.browser
 def test_the_held_output_type_error_on_the_pinned_cpp_build(tmp_path):
     """Replaying a capture session with pre-allocated outputs while another session's GPU
