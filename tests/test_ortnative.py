@@ -199,6 +199,64 @@ def test_bindings_and_faults_run_on_onnxruntimes_cpu_ep(write_suite, tmp_path):
         assert eager["verdicts"] == ["pass"]
 
 
+SCENARIOS = """
+name: native-scenarios
+models:
+  enc: {builtin: encoder, layers: 1}
+shapes: [{batch: 1, sequence: 8}]
+backends: [ort-native]
+exclude: [{model: enc}]
+scenarios:
+  - name: eager
+    model: enc
+    sessions: {e: {capture: false}}
+    steps:
+      - run: e
+      - run: e
+        inputs: fresh
+      - release: e
+      - create: e
+      - run: e
+  - name: captured
+    model: enc
+    sessions: {p: {outputs: rewrite}, q: {}}
+    steps:
+      - run: p
+      - run: q
+      - run: p
+      - release-graph: p
+      - run: p
+        graph: 1
+"""
+
+
+@pytest.mark.pypi
+def test_scenarios_run_their_steps_on_onnxruntimes_cpu_ep(write_suite, tmp_path):
+    """Every step of the vocabulary through the Python API (release-graph is
+    release_captured_graph), judged run by run: right outputs for each run's inputs, the CPU
+    EP's replays seen re-executing the model, and an injected fault named at its step."""
+    path = write_suite(SCENARIOS)
+    regress("run", path, "--adapter", "cpu", "--out", tmp_path / "clean")
+    clean = results_of(tmp_path / "clean")
+    assert clean["scenario=eager/ort-native"]["verdicts"] == ["pass"]
+    captured = clean["scenario=captured/ort-native"]
+    assert captured["verdicts"] == ["capture-not-engaged"]
+    assert captured["message"].startswith("step 3 (run: p, line 24): 1 replays executed")
+    regress(
+        "run",
+        path,
+        "--adapter",
+        "cpu",
+        "--inject",
+        "input-snapshot-at-capture",
+        "--out",
+        tmp_path / "fault",
+    )
+    faulty = results_of(tmp_path / "fault")["scenario=captured/ort-native"]
+    assert "stale-input" in faulty["verdicts"], faulty["message"]
+    assert faulty["message"].startswith("step 3 (run: p, line 24)")
+
+
 @pytest.mark.pypi
 @pytest.mark.slow
 def test_each_version_installs_apart_and_runs_in_a_child_of_its_own(tmp_path, monkeypatch):
@@ -296,3 +354,22 @@ def test_bisect_probes_plugin_versions_from_pypi_each_in_its_environment(write_s
     assert sorted(p.name for p in (tmp_path / "cache/ort-native").iterdir()) == [
         f"{pin}+ep{v}" for v in ("0.2.1", "0.3.0", "0.4.0")
     ]
+
+
+@pytest.mark.ort_gpu
+def test_scenarios_capture_on_the_gpu_and_a_rebinding_is_the_apis_refusal(write_suite, tmp_path):
+    rebinding = """  - name: rebinding
+    model: enc
+    sessions: {p: {}}
+    steps:
+      - run: p
+      - run: p
+        inputs: fresh
+    expect: capture-unsupported
+"""
+    proc = regress("run", write_suite(SCENARIOS + rebinding), "--out", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = results_of(tmp_path)
+    assert results["scenario=captured/ort-native"]["verdict"] == "pass"
+    refused = results["scenario=rebinding/ort-native"]
+    assert refused["message"].startswith("step 2 (run: p, inputs: fresh, line"), refused

@@ -126,6 +126,7 @@ def _session_runs(
     trace = ReplayCounts(
         sum(s.bind_groups_created for s in replays) if capture else 0,
         sum(s.uniform_writes for s in replays) if capture else 0,
+        sum(s.reruns for s in replays) if capture else 0,
         unrecorded_graphs=unrecorded,
     )
     return RunFacts("ok", "", tuple(s.outputs for s in steps), trace)

@@ -5,7 +5,7 @@ Modules, in the order data flows:
   versions.py      a version is an onnxruntime + plugin pair (``1.32.0+ep0.4.0``); bisect's index
   environments.py  each version's packages, installed by pip into the cache folder
   backend.py       OrtNativeBackend: one child process per version (runner.backends.isolated)
-  ep.py            EpBackend, in the child: sessions, eager and capture runs, the faults
+  ep.py            EpBackend, in the child: sessions, eager and capture runs, scenarios, the faults
   replays.py       onnxruntime's log of each run: did a replay replay?
   faults.py        the injectable faults (FAULTS)
   diagnose.py      what `doctor` says
@@ -15,6 +15,7 @@ This module is the descriptor: plain data, importing no onnxruntime.
 
 from runner.backends.base import BackendDescriptor
 from runner.backends.ortnative.faults import FAULTS
+from runner.scenario.values import ACTIONS
 
 DESCRIPTOR = BackendDescriptor(
     name="ort-native",
@@ -29,4 +30,5 @@ DESCRIPTOR = BackendDescriptor(
     ),
     runtime="onnxruntime",
     faults=FAULTS,
+    scenario_actions=ACTIONS,
 )

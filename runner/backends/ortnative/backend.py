@@ -13,8 +13,10 @@ from runner.backends.base import BackendOptions, BackendRun
 from runner.backends.isolated import IsolatedBackend
 from runner.backends.ortnative.environments import install
 from runner.backends.ortnative.versions import NativeVersion
+from runner.backends.sequence import ScenarioPlan
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
+from runner.scenario.values import ScenarioRun
 from runner.workload import Workload
 
 NAME = "ort-native"
@@ -68,6 +70,13 @@ class OrtNativeBackend:
         if child is None:
             return BackendRun("skipped", message=self._environments[exact]["unusable"])
         return child.run(case, workload)
+
+    def run_scenario(self, plan: ScenarioPlan) -> ScenarioRun:
+        exact = NativeVersion.parse(plan.target.version).exact
+        child = self._child(exact)
+        if child is None:
+            return ScenarioRun("skipped", self._environments[exact]["unusable"])
+        return child.run_scenario(plan)
 
     def close(self) -> None:
         for child in self._children.values():

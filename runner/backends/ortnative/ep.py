@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
@@ -38,9 +38,11 @@ from runner.backends.ortnative.replays import (
     ort_log,
     replayed_graphs,
 )
+from runner.backends.sequence import ScenarioPlan
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
 from runner.oracle import compute_reference
+from runner.scenario.values import CREATE, RELEASE, RELEASE_GRAPH, RUN, ScenarioRun, StepRun
 from runner.suite.spec import BufferModes
 from runner.verdicts import onnxruntime_lacks
 from runner.workload import Workload
@@ -75,6 +77,51 @@ class NativeSession:
     session: Any
     signature: tuple
     graphs: dict[int, GraphBinding] = field(default_factory=dict)
+
+
+class RunFailed(Exception):
+    """A run failed for another reason than a refusal; `errors` are what onnxruntime logged."""
+
+    def __init__(self, message: str, errors: list[str]):
+        super().__init__(message)
+        self.errors = errors
+
+
+class SessionRefused(Exception):
+    """onnxruntime would not make the session; `run` is what to report."""
+
+    def __init__(self, run: BackendRun):
+        super().__init__(run.message)
+        self.run = run
+
+
+@dataclass(frozen=True)
+class OneRun:
+    """A run's outputs and what onnxruntime logged of it."""
+
+    outputs: dict[str, np.ndarray]
+    records: bool  # the first run of its graph's binding
+    replayed: tuple[int, ...]  # the graphs onnxruntime says it replayed
+    errors: list[str]
+
+    def reran(self, graph: int) -> bool:
+        """A replay that executed the model again instead of replaying `graph`."""
+        return not self.records and graph not in self.replayed
+
+
+@dataclass
+class Shared:
+    """What every run of a case or a scenario shares: its workload, faults, and the sessions a
+    fault may borrow a capture from (in creation order)."""
+
+    workload: Workload
+    faults: frozenset[str]
+    sessions: Callable[[], Iterable[NativeSession]]
+
+    @functools.cached_property
+    def output_specs(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Only asked for when a graph binds."""
+        return _output_specs(self.workload)
 
 
 def signature(workload: Workload) -> tuple:
@@ -139,26 +186,79 @@ class EpBackend:
         created = native is None
         if created:
             try:
-                with ort_log() as lines:
-                    native = NativeSession(
-                        self._create(case, workload, faults), signature(workload)
-                    )
-            except Exception as exc:
-                return _refusal(f"{type(exc).__name__}: {exc}", logged_errors(lines))
+                native = self._session(workload, case.capture, case.dynamic, faults)
+            except SessionRefused as refused:
+                return refused.run
             self._sessions[key] = native
         try:
             return self._runs(case, workload, native, faults, began, created)
         except Refused as refused:
             return BackendRun("capture-unsupported", message=str(refused))
 
-    def _create(self, case: Case, workload: Workload, faults: frozenset[str]):
+    def run_scenario(self, plan: ScenarioPlan) -> ScenarioRun:
+        """A scenario's steps, each session with bindings of its own; never raises for its own
+        failure. `release-graph` is onnxruntime's ``release_captured_graph`` (the next run of
+        that graph binds and records anew); a rebinding the Python API refuses by design (a new
+        buffer after a capture) is ``capture-unsupported`` at its step. Outputs are copied to
+        the host as they are made, so ``hold`` and ``dispose`` keep nothing alive, and a
+        session's ``location`` changes nothing."""
+        workload, specs = plan.workload, {s.name: s for s in plan.scenario.sessions}
+        faults = plan.inject | self.options.inject
+        deadline = time.perf_counter() + plan.timeout_s
+        sessions: dict[str, NativeSession] = {}
+        shared = Shared(workload, faults, lambda: sessions.values())
+        details: dict[str, Any] = {"provider": self.provider}
+        if faults:
+            details["faults"] = sorted(faults)
+        steps: list[StepRun] = []
+        for index, (step, feed) in enumerate(zip(plan.scenario.steps, plan.feeds, strict=True)):
+            try:
+                steps.append(self._scenario_step(step, feed, specs[step.session], sessions, shared))
+            except SessionRefused as refused:
+                return ScenarioRun(refused.run.status, refused.run.message, tuple(steps), details)
+            except Refused as refused:
+                return ScenarioRun("capture-unsupported", str(refused), tuple(steps), details)
+            except Exception as failed:  # RunFailed, or an API this version lacks
+                message = (
+                    str(failed)
+                    if isinstance(failed, RunFailed)
+                    else f"{type(failed).__name__}: {failed}"
+                )
+                return ScenarioRun("error", message, tuple(steps), details)
+            if time.perf_counter() > deadline:
+                message = f"over the time limit after step {index + 1}"
+                return ScenarioRun("timeout", message, tuple(steps), details)
+        return ScenarioRun("ok", "", tuple(steps), details)
+
+    def _scenario_step(self, step, feed, spec, sessions: dict[str, NativeSession], shared):
+        """One step of a scenario on `sessions` (by name), which it updates."""
+        if step.action == CREATE or step.action == RUN and step.session not in sessions:
+            made = self._session(shared.workload, spec.capture, False, shared.faults)
+            sessions[step.session] = made
+        native = sessions[step.session]
+        if step.action == RELEASE_GRAPH:
+            native.session.release_captured_graph(step.graph)
+            native.graphs.pop(step.graph, None)
+        elif step.action == RELEASE:
+            del sessions[step.session]
+        if step.action != RUN:
+            return StepRun()
+        inputs = shared.workload.inputs_of(feed.variant)
+        modes = BufferModes("fresh" if step.inputs == "fresh" else "rewrite", spec.outputs)
+        ran = self._run_once(native, shared, feed.graph, inputs, modes, spec.capture)
+        if not spec.capture:
+            return StepRun(ran.outputs)
+        recorded = ran.records and not ran.replayed
+        return StepRun(ran.outputs, records=recorded, reruns=int(ran.reran(feed.graph)))
+
+    def _create(self, workload: Workload, capture: bool, dynamic: bool, faults: frozenset[str]):
         options = ort.SessionOptions()
         options.enable_mem_pattern = False  # the WebGPU EP's capture requires it
         options.log_severity_level = LOG_SEVERITY_INFO
-        if not case.dynamic:
+        if not dynamic:
             for dim, value in workload.shape.items():
                 options.add_free_dimension_override_by_name(dim, value)
-        capture = case.capture and CAPTURE_OPTION_DROPPED not in faults
+        capture = capture and CAPTURE_OPTION_DROPPED not in faults
         provider_options = (
             {"enableGraphCapture": "1"} if capture and self.provider == WEBGPU_EP else {}
         )
@@ -169,43 +269,28 @@ class EpBackend:
         session_ms = (time.perf_counter() - began_case) * 1e3
         deadline = began_case + case_timeout(case, self.options)
         feeds = workload.feeds(self.options.runs)
-        names = list(workload.output_names)
         runs, times, replayed, errors = [], [], [], []
         reruns, unrecorded = 0, set()
-        specs = functools.cache(lambda: _output_specs(workload))  # only if a graph binds
+        shared = Shared(workload, faults, lambda: self._sessions.values())
         for index, feed in enumerate(feeds):
             inputs = workload.inputs_of(feed.variant)
             began = time.perf_counter()
             try:
-                with ort_log() as lines:
-                    if case.capture:
-                        binding = self._binding(native, feed.graph, inputs, specs, workload, faults)
-                        records = not binding.recorded
-                        outputs = self._replay(
-                            native, feed.graph, binding, inputs, case.buffers, faults
-                        )
-                    else:
-                        values = native.session.run(names, dict(inputs))
-                        outputs = dict(zip(names, values, strict=True))
-            except Exception as exc:
-                if case.capture and isinstance(exc, ValueError):  # the Python API's guards
-                    raise Refused(f"run {index + 1}: {exc}") from None
-                if case.capture and "Graph capture requires" in str(exc):  # a kernel's refusal
-                    raise Refused(f"run {index + 1}: {type(exc).__name__}: {exc}") from None
-                message = f"run {index + 1}: {type(exc).__name__}: {exc}"
-                trace = Trace(errors=tuple(errors + logged_errors(lines)))
+                ran = self._run_once(native, shared, feed.graph, inputs, case.buffers, case.capture)
+            except Refused as refused:
+                raise Refused(f"run {index + 1}: {refused}") from None
+            except RunFailed as failed:
+                message = f"run {index + 1}: {failed}"
+                trace = Trace(errors=tuple(errors + failed.errors))
                 return BackendRun("error", runs=tuple(runs), message=message, trace=trace)
             times.append((time.perf_counter() - began) * 1e3)
-            runs.append(outputs)
-            errors += logged_errors(lines)
+            runs.append(ran.outputs)
+            errors += ran.errors
             if case.capture:
-                graphs = replayed_graphs(lines)
-                replayed.append(graphs)
-                if records and graphs and created:
+                replayed.append(list(ran.replayed))
+                if ran.records and ran.replayed and created:
                     unrecorded.add(feed.graph)  # its first run replayed: nothing recorded
-                elif not records and feed.graph not in graphs:
-                    reruns += 1
-                binding.recorded = True
+                reruns += ran.reran(feed.graph)
             if time.perf_counter() > deadline:
                 break
         timed_out = len(runs) < len(feeds)
@@ -228,15 +313,62 @@ class EpBackend:
             details=details,
         )
 
+    def _session(
+        self, workload: Workload, capture: bool, dynamic: bool, faults: frozenset[str]
+    ) -> NativeSession:
+        """A new session; SessionRefused with the run to report when onnxruntime will not
+        make it (a missing kernel, a capture it cannot take)."""
+        try:
+            with ort_log() as lines:
+                made = self._create(workload, capture, dynamic, faults)
+        except Exception as exc:
+            raise SessionRefused(
+                _refusal(f"{type(exc).__name__}: {exc}", logged_errors(lines))
+            ) from None
+        return NativeSession(made, signature(workload))
+
+    def _run_once(
+        self,
+        native: NativeSession,
+        shared: Shared,
+        graph: int,
+        inputs,
+        buffers: BufferModes,
+        capture: bool,
+    ) -> OneRun:
+        """One run, eager or on `graph`'s binding, with what onnxruntime logged. Refused when
+        the Python API's guards or a kernel refuse the capture; RunFailed for another failure."""
+        binding, records = None, False
+        try:
+            with ort_log() as lines:
+                if capture:
+                    binding = self._binding(native, graph, inputs, shared)
+                    records = not binding.recorded
+                    outputs = self._replay(native, graph, binding, inputs, buffers, shared)
+                else:
+                    names = list(shared.workload.output_names)
+                    values = native.session.run(names, dict(inputs))
+                    outputs = dict(zip(names, values, strict=True))
+        except Exception as exc:
+            if capture and isinstance(exc, ValueError):  # the Python API's guards
+                raise Refused(str(exc)) from None
+            if capture and "Graph capture requires" in str(exc):  # a kernel's refusal
+                raise Refused(f"{type(exc).__name__}: {exc}") from None
+            raise RunFailed(f"{type(exc).__name__}: {exc}", logged_errors(lines)) from None
+        if binding is not None:
+            binding.recorded = True
+        return OneRun(outputs, records, tuple(replayed_graphs(lines)), logged_errors(lines))
+
     def _value(self, native: NativeSession, shape, dtype) -> Any:
         return native.session.create_ortvalue_from_shape_and_type(list(shape), dtype, self.memory)
 
-    def _binding(self, native, graph, inputs, specs, workload, faults) -> GraphBinding:
+    def _binding(self, native, graph, inputs, shared: Shared) -> GraphBinding:
         """The graph's binding, made and bound on its first run; an output the workload's
         `in_place` names is bound to its input's value (a decoder's static KV cache), or, when
         `swapped`, to a second value that the next run reads (``sides``)."""
         if graph in native.graphs:
             return native.graphs[graph]
+        workload, faults, specs = shared.workload, shared.faults, shared.output_specs
         in_place = workload.in_place
         written = {name: self._value(native, a.shape, a.dtype) for name, a in inputs.items()}
         bound = written
@@ -248,12 +380,12 @@ class EpBackend:
             bound = native.graphs[0].written
         outputs = {
             name: bound[in_place[name]] if name in in_place else self._value(native, *spec)
-            for name, spec in specs().items()
+            for name, spec in specs.items()
         }
         sides = ()
         if workload.swapped:
             pasts = {name: bound[name] for name in in_place.values()}
-            spare = {name: self._value(native, *specs()[name]) for name in in_place}
+            spare = {name: self._value(native, *specs[name]) for name in in_place}
             outputs |= spare
             sides = (
                 (pasts, spare),
@@ -270,7 +402,7 @@ class EpBackend:
         native.graphs[graph] = GraphBinding(io, written, outputs, sides=sides)
         return native.graphs[graph]
 
-    def _replay(self, native, graph, binding, inputs, buffers: BufferModes, faults):
+    def _replay(self, native, graph, binding, inputs, buffers: BufferModes, shared: Shared):
         """Write the run's inputs as `buffers` say, run the graph, read its outputs."""
         if binding.recorded and buffers.inputs == "fresh":
             binding.written = {n: self._value(native, a.shape, a.dtype) for n, a in inputs.items()}
@@ -292,7 +424,9 @@ class EpBackend:
                 binding.io.bind_ortvalue_input(name, value)
             for name, value in presents.items():
                 binding.io.bind_ortvalue_output(name, value)
-        donor = self._donor(native) if SHAPE_ONLY_CAPTURE_CACHE in faults else None
+        donor = (
+            _donor(native, shared.sessions()) if SHAPE_ONLY_CAPTURE_CACHE in shared.faults else None
+        )
         borrowed = donor.graphs.get(graph) if donor and binding.recorded else None
         target, session = (borrowed, donor.session) if borrowed else (binding, native.session)
         for name, value in target.written.items():
@@ -302,14 +436,15 @@ class EpBackend:
         session.run_with_iobinding(target.io, run_options)
         return dict(zip(target.outputs, target.io.copy_outputs_to_cpu(), strict=True))
 
-    def _donor(self, native: NativeSession) -> NativeSession | None:
-        """An earlier capture session of the sequence with `native`'s signature (the fault)."""
-        for other in self._sessions.values():
-            if other is native:
-                return None
-            if other.signature == native.signature and other.graphs:
-                return other
-        return None
+
+def _donor(native: NativeSession, sessions: Iterable[NativeSession]) -> NativeSession | None:
+    """An earlier capture session with `native`'s signature, among `sessions` (the fault)."""
+    for other in sessions:
+        if other is native:
+            return None
+        if other.signature == native.signature and other.graphs:
+            return other
+    return None
 
 
 _NUMPY = {
