@@ -55,7 +55,7 @@ class StepRun:
     bind_groups_created: int = 0
     uniform_writes: int = 0
     records: bool = False  # a capture run that recorded its graph (the rest replay)
-    reruns: int = 0  # a replay the backend's trace shows executing the model again (1)
+    reruns: int = 0  # 1 for a replay the backend's log shows executing the model again
 
     @classmethod
     def counted(cls, outputs: Outputs, counts: Mapping[str, int]) -> StepRun:

@@ -104,8 +104,13 @@ class OneRun:
     replayed: tuple[int, ...]  # the graphs onnxruntime says it replayed
     errors: list[str]
 
+    @property
+    def recorded(self) -> bool:
+        """The first run of its graph's binding, and onnxruntime replayed nothing for it."""
+        return self.records and not self.replayed
+
     def reran(self, graph: int) -> bool:
-        """A replay that executed the model again instead of replaying `graph`."""
+        """A capture run after the first that executed the model instead of replaying `graph`."""
         return not self.records and graph not in self.replayed
 
 
@@ -218,12 +223,10 @@ class EpBackend:
                 return ScenarioRun(refused.run.status, refused.run.message, tuple(steps), details)
             except Refused as refused:
                 return ScenarioRun("capture-unsupported", str(refused), tuple(steps), details)
-            except Exception as failed:  # RunFailed, or an API this version lacks
-                message = (
-                    str(failed)
-                    if isinstance(failed, RunFailed)
-                    else f"{type(failed).__name__}: {failed}"
-                )
+            except RunFailed as failed:
+                return ScenarioRun("error", str(failed), tuple(steps), details)
+            except Exception as failed:  # an API this version lacks (release_captured_graph)
+                message = f"{type(failed).__name__}: {failed}"
                 return ScenarioRun("error", message, tuple(steps), details)
             if time.perf_counter() > deadline:
                 message = f"over the time limit after step {index + 1}"
@@ -248,8 +251,7 @@ class EpBackend:
         ran = self._run_once(native, shared, feed.graph, inputs, modes, spec.capture)
         if not spec.capture:
             return StepRun(ran.outputs)
-        recorded = ran.records and not ran.replayed
-        return StepRun(ran.outputs, records=recorded, reruns=int(ran.reran(feed.graph)))
+        return StepRun(ran.outputs, records=ran.recorded, reruns=int(ran.reran(feed.graph)))
 
     def _create(self, workload: Workload, capture: bool, dynamic: bool, faults: frozenset[str]):
         options = ort.SessionOptions()
