@@ -135,7 +135,7 @@ def main() -> int:
         web_ids = {r.case_id for r in web}
         web_cases = [c for c in cases if c.id in web_ids]
         # a naive harness has no sequences: each case alone, in a fresh browser
-        web_cases = [dataclasses.replace(c, revisit=False) for c in web_cases]
+        web_cases = [dataclasses.replace(c, revisit=False, revisited=False) for c in web_cases]
         suite_web_s = sum(r.wall_ms for r in web) / 1000
         suite_web_inside_s = sum(inside_ms(r) for r in web) / 1000
         naive_s, naive_inside_s = naive(web_cases, options) if web_cases else (math.nan, math.nan)

@@ -72,7 +72,7 @@ def first_divergent_node(
     if capture_bug:
         for earlier_case, earlier_workload in prefix:
             backend.run(earlier_case, expose_intermediates(earlier_workload).workload)
-    eager_case = dataclasses.replace(case, capture=False, revisit=False)
+    eager_case = dataclasses.replace(case, capture=False, revisit=False, revisited=False)
     eager = backend.run(eager_case, exposed.workload)
     if eager.status != "ok":
         return None

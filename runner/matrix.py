@@ -50,6 +50,9 @@ class Case:
     # The first layout captured again at the end of its sequence (A, B, ..., A): a replay
     # that picks up a later layout's state shows here.
     revisit: bool = False
+    # A revisit comes back to this case's session later in the sequence: the backend keeps it
+    # alive until then (and releases every other case's session after its case).
+    revisited: bool = False
     inject: frozenset[str] = frozenset()  # faults injected into this case (canaries)
     dynamic: bool = False  # eager with no symbolic dim pinned (`capture: dynamic`)
     buffers: BufferModes = BufferModes()  # how a capture case's inputs and outputs are held
@@ -184,14 +187,17 @@ def expand_suite(
 
 
 def _with_revisits(cases: list[Case]) -> list[Case]:
-    """After each sequence that captured two or more layouts, capture its first layout again."""
+    """After each sequence that captured two or more layouts, capture its first layout again;
+    the first layout's capture case is marked `revisited`, so that its session lives until then."""
     result: list[Case] = []
     for _, group in itertools.groupby(cases, key=lambda c: c.sequence):
         group = list(group)
         captured = [c for c in group if c.capture]
-        result += group
         if len({c.layout.label for c in captured}) > 1:
-            result.append(dataclasses.replace(captured[0], revisit=True))
+            first = group.index(captured[0])
+            group[first] = dataclasses.replace(captured[0], revisited=True)
+            group.append(dataclasses.replace(captured[0], revisit=True))
+        result += group
     return result
 
 

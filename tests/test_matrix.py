@@ -69,6 +69,16 @@ def test_sequences_return_to_their_first_layout(suite):
         "layout=eps,heads/ort-web:jsep/capture-revisit",
     ]
     assert cases[-1].revisit and cases[-1].cell == cases[0].cell
+    # the case whose session the revisit comes back to, and only that one, says so
+    assert [c.revisited for c in cases] == [False, True, False, False, False, False, False]
+
+
+def test_a_sequence_of_one_layout_has_no_revisit_and_nothing_revisited(write_suite):
+    one_layout = SUITE.replace("  - label: small-eps\n    values: {eps: 1.0e-3}\n", "")
+    one_layout = one_layout.replace("permute: [eps, heads]", "label: default")
+    cases = expand_matrix([load_suite(write_suite(one_layout))])
+    assert len(cases) == 2 * 2 * 4 * 2
+    assert not any(c.revisit or c.revisited for c in cases)
 
 
 def test_exclude_and_include(write_suite):

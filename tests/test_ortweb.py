@@ -18,6 +18,7 @@ from onnx import TensorProto, helper
 from runner.backends import open_backend
 from runner.backends.base import BackendOptions, BackendRun
 from runner.backends.ortweb import browser
+from runner.backends.ortweb import page as page_module
 from runner.backends.ortweb.backend import OrtWebBackend
 from runner.backends.ortweb.browser import CHROMIUM_ENV, descendant_pids
 from runner.backends.ortweb.diagnose import diagnose
@@ -213,14 +214,14 @@ def test_a_failing_case_is_an_error_and_the_page_goes_on(backend):
                            TensorProto.FLOAT)  # fmt: skip
     a = np.ones((2, 3, 3), np.float32)
     wrong = model_workload(model, {"a": a, "b": np.ones((2, 3, 3), np.int32)})
-    loads = backend.page_loads().get("webgpu", 0)
+    loads = backend._loaded_page(pinned_version(), "webgpu").loads  # open, as it stays
     failed = backend.run(make_case("webgpu", False), wrong)
     assert failed.status == "error"
     assert "type" in failed.message.lower(), failed.message
     right = model_workload(model, {"a": a, "b": 2 * a})
     result = backend.run(make_case("webgpu", False), right)
     assert_matches_onnxruntime(result, right)
-    assert backend.page_loads()["webgpu"] == max(loads, 1)  # no reload
+    assert backend.page_loads()["webgpu"] == loads  # no reload
 
 
 def test_float16_runs_only_where_the_adapter_has_shader_f16(backend):
@@ -237,66 +238,117 @@ def test_float16_runs_only_where_the_adapter_has_shader_f16(backend):
         assert "shader-f16" in result.message
 
 
-def test_sessions_stay_alive_within_a_sequence_and_go_with_the_next(backend):
-    """Layout-change sequences need earlier sessions alive; another sequence releases them."""
-    page = backend._loaded_page(pinned_version(), "jspi")
-    case, workload = encoder_case("compact", "jspi", capture=False)
-    backend.run(case, workload)
-    capture_case, capture_workload = encoder_case("compact", "jspi", capture=True)
-    backend.run(capture_case, capture_workload)
-    assert set(page.session_names()) >= {f"{workload.key}/eager", f"{workload.key}/capture"}
+NOTHING_HELD = {"sessions": [], "outputs": 0, "buffers": 0, "deviceAlive": True}
 
-    other = Shape((("batch", 1), ("sequence", 4)))
+
+def test_after_a_case_the_page_holds_nothing_the_case_made(backend):
+    """Eager, capture with pre-allocated outputs, a case that fails in ORT: each leaves no
+    session, GPU output or buffer behind, in one page; the page's own session keeps ORT's
+    device alive (the C++ builds would destroy it with their last session)."""
+    page = backend._loaded_page(pinned_version(), "webgpu")
+    loads = page.loads
+    for capture, fields in [(False, {}), (True, {"buffers": BufferModes(outputs="rewrite")})]:
+        case, workload = sequence_case("webgpu", capture, **fields)
+        assert backend.run(case, workload).status == "ok"
+        assert page.holdings() == NOTHING_HELD
+    model = one_node_model("Add", {"a": TensorProto.FLOAT, "b": TensorProto.FLOAT},
+                           TensorProto.FLOAT)  # fmt: skip
+    a = np.ones((2, 3, 3), np.float32)
+    wrong = model_workload(model, {"a": a, "b": np.ones((2, 3, 3), np.int32)})
+    assert backend.run(make_case("webgpu", False), wrong).status == "error"
+    assert page.holdings() == NOTHING_HELD
+    assert page.loads == loads  # all in one page
+
+
+def test_a_revisited_case_keeps_its_session_until_its_revisit(backend):
+    """Layouts A, B, then A again (revisit): A's session lives through B and is run again, not
+    created again, then released; a kept session whose revisit never comes goes with the next
+    sequence."""
+    page = backend._loaded_page(pinned_version(), "webgpu")
     spec = ModelSpec("encoder-compact", builtin="encoder", encoder=ENCODERS["compact"])
-    next_case = make_case("jspi", False, spec, shape=other)
-    next_workload = materialize(next_case)
-    assert next_case.sequence != case.sequence
-    assert backend.run(next_case, next_workload).status == "ok"
-    assert page.session_names() == [f"{next_workload.key}/eager"]
-
-
-def test_a_revisit_replays_the_capture_an_earlier_case_left_alive(backend):
-    """Layouts A, B, then A again (revisit): A's session is run again, not created again."""
-    spec = ModelSpec("encoder-compact", builtin="encoder", encoder=ENCODERS["compact"])
-    first = make_case("webgpu", True, spec)
-    second = dataclasses.replace(first, layout=Layout("eps", values=(("eps", 1e-2),)))
+    first = dataclasses.replace(make_case("webgpu", True, spec), revisited=True)
+    second = dataclasses.replace(
+        first, layout=Layout("eps", values=(("eps", 1e-2),)), revisited=False
+    )
     workload = materialize(first)
     recorded = backend.run(first, workload)
     assert recorded.trace.bind_groups_created > 0 and not recorded.details["reused_session"]
+    held = page.holdings()
+    assert held["sessions"] == [f"{workload.key}/capture"] and held["buffers"] > 0
     assert backend.run(second, materialize(second)).status == "ok"
+    assert page.holdings() == held  # B ran next to A's session, and left nothing of its own
 
-    revisit = backend.run(dataclasses.replace(first, revisit=True), workload)
+    revisit = backend.run(dataclasses.replace(first, revisit=True, revisited=False), workload)
     assert revisit.details["reused_session"]
     assert revisit.timings.session_ms is None
     assert revisit.trace.bind_groups_created == 0  # every run, the first too, replays
     assert revisit.details["run_counts"][0]["dispatchWorkgroups"] == len(revisit.trace.dispatches)
     assert_matches_onnxruntime(revisit, workload)
+    assert page.holdings() == NOTHING_HELD
+
+    assert backend.run(first, workload).status == "ok"  # kept, but its revisit never comes
+    other = make_case("webgpu", False, spec, shape=Shape((("batch", 1), ("sequence", 4))))
+    assert other.sequence != first.sequence
+    assert backend.run(other, materialize(other)).status == "ok"
+    assert page.holdings() == NOTHING_HELD
 
 
-def test_a_case_past_its_timeout_times_out_and_the_page_reloads(backend):
+def test_a_capture_that_throws_inside_onnxruntime_reloads_the_page(backend):
+    """JSEP refusing a capture session (Det stays on the CPU) or a run (a new input buffer): the
+    next case gets a fresh page, since later sessions in that page would be broken."""
+    model = one_node_model("Det", {"x": TensorProto.FLOAT}, TensorProto.FLOAT)
+    x = np.random.default_rng(0).standard_normal((2, 3, 3)).astype(np.float32)
+    det = model_workload(model, {"x": x})
+    fresh, fresh_workload = sequence_case("jsep", True, buffers=BufferModes(inputs="fresh"))
+    for case, workload in [(make_case("jsep", True), det), (fresh, fresh_workload)]:
+        assert backend.run(make_case("jsep", False), det).status == "ok"  # the page is open
+        loads = backend.page_loads()["jsep"]
+        assert backend.run(case, workload).status == "capture-unsupported"
+        assert backend.run(make_case("jsep", False), det).status == "ok"
+        assert backend.page_loads()["jsep"] == loads + 1
+
+
+def test_a_case_past_its_timeout_times_out_and_the_browser_is_relaunched(backend):
     case, workload = encoder_case("compact", "webgpu", capture=False)
     backend.run(case, workload)  # the page is open
-    loads = backend.page_loads()["webgpu"]
+    launches = backend.launches
     spec = ModelSpec("encoder-compact", builtin="encoder", encoder=ENCODERS["compact"])
     hurried = make_case("webgpu", False, spec, timeout_s=0.001)
     result = backend.run(hurried, materialize(hurried))
     assert result.status == "timeout"
+    assert "the next case runs in a new browser" in result.message
     assert backend.run(case, workload).status == "ok"
-    assert backend.page_loads()["webgpu"] == loads + 1
+    assert backend.launches == launches + 1
+    assert backend.page_loads() == {"webgpu": 1}
 
 
 def test_a_page_stuck_in_a_loop_is_killed_and_the_run_goes_on(backend):
     case, workload = encoder_case("compact", "jsep", capture=False)
     assert backend.run(case, workload).status == "ok"
     page = backend._loaded_page(pinned_version(), "jsep")
-    loads = page.loads
+    launches = backend.launches
     page._page.evaluate("() => { setTimeout(() => { for (;;) {} }, 50); }")  # a wasm-like hang
     spec = ModelSpec("encoder-compact", builtin="encoder", encoder=ENCODERS["compact"])
     stuck = make_case("jsep", False, spec, timeout_s=0.5)
     result = backend.run(stuck, materialize(stuck))
     assert result.status == "timeout"
     assert backend.run(case, workload).status == "ok"
-    assert page.loads == loads + 1
+    assert backend.launches == launches + 1
+
+
+def test_a_page_load_past_its_bound_fails_and_a_new_browser_runs_on(backend, monkeypatch):
+    """A load that outlives LOAD_TIMEOUT_S (here shortened below a real load) kills Chromium:
+    a hung load cannot hold the run; the next case launches a new browser."""
+    case, workload = encoder_case("compact", "jsep", capture=False)
+    backend._loaded_page(pinned_version(), "jsep").close()  # the next case loads it again
+    launches = backend.launches
+    monkeypatch.setattr(page_module, "LOAD_TIMEOUT_S", 0.05)
+    result = backend.run(case, workload)
+    assert result.status == "error"
+    assert result.message.startswith("loading onnxruntime-web (ort.mjs) did not finish in 0.05 s")
+    monkeypatch.undo()
+    assert backend.run(case, workload).status == "ok"
+    assert backend.launches == launches + 1
 
 
 def test_open_backend_finds_chromium_and_close_leaves_no_process():

@@ -1,10 +1,12 @@
 """The ort-web backend: onnxruntime-web's WebGPU builds in headless Chromium.
 
-One browser per run, launched on the first case, with the WebGPU tracer as an init script; one
-page per build of the version being run, reused across cases (a case of another version closes
-them: cases come grouped by version; a scenario gets a page loaded for it); one local HTTP
-server for the pages, each version's dist files (under a prefix of its own) and each case's
-model and inputs. ``close()`` stops all of it.
+One browser per run, launched on the first case (and again after a case or a page load that
+hung), with the WebGPU tracer as an init script; one page per build of the version being run,
+reused across cases (a case of another version closes them: cases come grouped by version; a
+scenario gets a page loaded for it), each case running next to nothing an earlier case left but
+the sessions a revisit comes back to (harness.js); one local HTTP server for the pages, each
+version's dist files (under a prefix of its own) and each case's model and inputs. ``close()``
+stops all of it.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class OrtWebBackend:
         self._pages: dict[str, BundlePage] = {}  # build -> page
         self.adapter: dict[str, Any] = {}
         self.launch_ms: float | None = None
+        self.launches = 0  # browsers launched: one, and one more after each hang
 
     def environment(self) -> dict[str, Any]:
         self._start()
@@ -92,14 +95,16 @@ class OrtWebBackend:
         except ValueError as unknown:  # an output shape pre-allocation needs
             return BackendRun(status="error", message=str(unknown), details=details)
         try:
-            result = page.run(spec, case_timeout(case, self.options), sequence=case.sequence)
+            try:
+                result = page.run(spec, case_timeout(case, self.options), sequence=case.sequence)
+            finally:
+                for path in registered:
+                    self._server.unregister(path)
         except CaseTimedOut as timeout:
+            self.close()  # what hung may be the browser's: the next case launches a new one
             return BackendRun(status="timeout", message=str(timeout), details=details)
         except PageBroken as broken:
             return BackendRun(status="error", message=str(broken), details=details)
-        finally:
-            for path in registered:
-                self._server.unregister(path)
         return _backend_run(result, workload, details, case)
 
     def run_scenario(self, plan: ScenarioPlan) -> ScenarioRun:
@@ -120,14 +125,16 @@ class OrtWebBackend:
         except ValueError as unknown:  # an output shape pre-allocation needs
             return ScenarioRun("error", str(unknown), details=details)
         try:
-            result = page.scenario(spec, plan.timeout_s)
+            try:
+                result = page.scenario(spec, plan.timeout_s)
+            finally:
+                for path in registered:
+                    self._server.unregister(path)
         except CaseTimedOut as timeout:
+            self.close()  # as for a case
             return ScenarioRun("timeout", str(timeout), details=details)
         except PageBroken as broken:
             return ScenarioRun("error", str(broken), details=details)
-        finally:
-            for path in registered:
-                self._server.unregister(path)
         steps = tuple(
             StepRun.counted(
                 {name: _array(step["outputs"][name]) for name in plan.workload.output_names},
@@ -248,6 +255,7 @@ class OrtWebBackend:
         try:
             self._playwright = browser.acquire_playwright()
             self._browser = browser.launch(self._playwright, self.chromium)
+            self.launches += 1
             self._context = self._browser.new_context()
             self._context.add_init_script(path=str(ASSETS / "tracer.js"))
             self._context.add_init_script(path=str(ASSETS / "faults.js"))  # after the tracer
@@ -328,6 +336,7 @@ class OrtWebBackend:
             "outputNames": list(workload.output_names),
             "buffers": {"inputs": case.buffers.inputs, "outputs": case.buffers.outputs},
             "reuseSession": case.revisit,
+            "keepSession": case.revisited,
             "faults": sorted(case.inject & DESCRIPTOR.faults.keys()),
         }
         if not case.dynamic:

@@ -162,6 +162,19 @@ def kill_renderers() -> None:
             pass
 
 
+def kill_browsers() -> None:
+    """Kill this process's Chromium browsers (their main processes): every pending Playwright
+    call on them fails, even one a wedged browser would never answer. Linux only, as
+    ``kill_renderers``."""
+    for pid in descendant_pids(os.getpid()):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"chrom" in cmdline and b"--type=" not in cmdline:
+                os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def descendant_pids(root: int) -> list[int]:
     """Processes descending from ``root`` (Linux /proc; elsewhere none are found)."""
     children: dict[int, list[int]] = {}

@@ -1,8 +1,9 @@
 """One browser page per onnxruntime-web bundle, reused across cases.
 
-A page is (re)opened only when it must be: first use, after a crash, a lost WebGPU device or a
-case that timed out. Each open costs a page load and the bundle's wasm compile; the per-case
-path is one protocol call that runs the case in the page and returns its result.
+A page is (re)opened only when it must be: first use, after a crash, a lost WebGPU device, a
+wasm abort, a capture that threw inside onnxruntime-web or a case that timed out. Each open costs
+a page load and the bundle's wasm compile; the per-case path is one protocol call that runs the
+case in the page and returns its result.
 """
 
 from __future__ import annotations
@@ -11,17 +12,31 @@ import json
 import threading
 from typing import Any
 
+from onnx import TensorProto, helper
 from playwright.sync_api import BrowserContext, Error, Page
 
 from runner.backends.ortweb import browser
 from runner.backends.ortweb.server import AssetServer
 
-LOAD_TIMEOUT_S = 120.0  # page load plus importing the bundle and compiling its wasm
+LOAD_TIMEOUT_S = 120.0  # the whole load: page, importing the bundle and compiling its wasm
 KILL_GRACE_S = 5.0  # beyond a case's timeout, before a stuck renderer is killed
 
 
+def _context_model() -> bytes:
+    """The page's own session's model (harness.js ``contextSession``): one Relu of a float."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "context", [x], [y])
+    opset = [helper.make_opsetid("", 17)]
+    return helper.make_model(graph, opset_imports=opset, ir_version=8).SerializeToString()
+
+
+CONTEXT_MODEL = _context_model()
+
+
 class CaseTimedOut(Exception):
-    """The page did not finish a case in time; the page has been closed."""
+    """The page did not finish a case in time; the page has been closed, and the browser goes
+    too (the backend's part): what hung may be beyond the page."""
 
 
 class PageBroken(Exception):
@@ -29,7 +44,7 @@ class PageBroken(Exception):
 
 
 def _timed_out(timeout_s: float, then: str) -> str:
-    return f"no result after {timeout_s:g} s; {then}, the next case reloads it"
+    return f"no result after {timeout_s:g} s; {then}, the next case runs in a new browser"
 
 
 class BundlePage:
@@ -60,8 +75,9 @@ class BundlePage:
     def run(self, spec: dict[str, Any], timeout_s: float, sequence: Any) -> dict[str, Any]:
         """Run one case; returns harness.js's result, or raises CaseTimedOut or PageBroken.
 
-        Sessions of the case's layout-change ``sequence`` stay alive; the first case of another
-        sequence releases the earlier one's, so a long run does not pile up GPU memory.
+        The case's session is released after it unless the spec's ``keepSession`` says a later
+        revisit of its layout-change ``sequence`` runs it again; the first case of another
+        sequence releases any kept session whose revisit did not come.
         """
         spec = {**spec, "newSequence": sequence != self.sequence}
         self.sequence = sequence
@@ -110,8 +126,10 @@ class BundlePage:
         if result["status"] == "timeout":
             self.close()
             raise CaseTimedOut(_timed_out(timeout_s, "the page was closed"))
-        if result.get("deviceLost") or result.get("aborted"):
-            self.close()  # the device or ORT's wasm is gone: a fresh page for the next case
+        # The device or ORT's wasm is gone, or a capture threw inside ORT (later sessions in the
+        # page then fail too): a fresh page for the next case.
+        if result.get("deviceLost") or result.get("aborted") or result.get("captureThrew"):
+            self.close()
         return result
 
     def open(self) -> dict[str, Any] | None:
@@ -122,9 +140,14 @@ class BundlePage:
         self._load()
         return self.adapter
 
-    def session_names(self) -> list[str]:
-        """The sessions alive in the page, as ``<workload key>/<mode>``."""
-        return self._page.evaluate("() => harness.sessionNames()") if self.is_open else []
+    def holdings(self) -> dict[str, Any]:
+        """What the harness holds between cases (harness.js ``holdings``): ``sessions`` by
+        ``<workload key>/<mode>``, the number of GPU ``outputs`` not disposed and of GPU
+        ``buffers`` it made, and whether ORT's device is alive (``deviceAlive``); nothing while
+        the page is closed."""
+        if not self.is_open:
+            return {"sessions": [], "outputs": 0, "buffers": 0, "deviceAlive": False}
+        return self._page.evaluate("() => harness.holdings()")
 
     def close(self) -> None:
         if self._page is not None:
@@ -136,27 +159,49 @@ class BundlePage:
         self.sequence = None
 
     def _load(self) -> Page:
+        """The page, loaded within LOAD_TIMEOUT_S: past it Chromium is killed (a wedged GPU
+        process or browser answers no call, and ``evaluate`` has no timeout of its own), the
+        load fails with PageBroken, and the next case launches a new browser."""
         if self.is_open:
             return self._page
         self.close()
         self._crashed = False
         self._opened_after_kills = browser.renderer_kills
-        page = self._context.new_page()
-        page.on("crash", self._on_crash)
-        page.set_default_timeout(LOAD_TIMEOUT_S * 1000)
-        self._page = page
         self._ran = False
         self.loads += 1
+        hung = threading.Event()
+
+        def kill_hung_browser() -> None:
+            hung.set()
+            browser.kill_browsers()
+
+        watchdog = threading.Timer(LOAD_TIMEOUT_S, kill_hung_browser)
+        watchdog.start()
+        context_model = self._server.register(CONTEXT_MODEL)
+        failure = None
         try:
+            self._page = page = self._context.new_page()
+            page.on("crash", self._on_crash)
+            page.set_default_timeout((LOAD_TIMEOUT_S + KILL_GRACE_S) * 1000)  # the watchdog first
             page.goto(self._server.url("/harness.html"), wait_until="load")
             page.wait_for_function("() => window.harness !== undefined")
-            loaded = page.evaluate("url => harness.load(url)", self._server.url(self._module))
+            urls = [self._server.url(self._module), self._server.url(context_model)]
+            loaded = page.evaluate("([url, model]) => harness.load(url, model)", urls)
         except Error as error:
+            failure = f"failed: {error.message.splitlines()[0]}"
+        finally:
+            watchdog.cancel()
+            self._server.unregister(context_model)
+        if hung.is_set():
+            failure = (
+                f"did not finish in {LOAD_TIMEOUT_S:g} s; Chromium was killed, the next case "
+                "launches it again"
+            )
+        if failure is not None:
             self.close()
-            bundle = self._module.rsplit("/", 1)[-1]
             raise PageBroken(
-                f"loading onnxruntime-web ({bundle}) failed: {error.message.splitlines()[0]}"
-            ) from None
+                f"loading onnxruntime-web ({self._module.rsplit('/', 1)[-1]}) {failure}"
+            )
         self.adapter = loaded["adapter"]
         return page
 

@@ -3,19 +3,25 @@
 // gpu_graph_id, when the case has several) and its own inputs (eager and dynamic: CPU tensors;
 // capture: GPU tensors, graph capture on, the inputs written into the graph's GPU buffers or into
 // a new buffer per run, outputs allocated by ORT or pre-allocated, as `buffers` says). It reads
-// every run's outputs back and reports timings and the tracer's records. Sessions stay alive in
-// `sessions` until the next sequence begins, so later cases run next to earlier ones and a revisit
-// can replay an earlier capture (layout-change sequences).
+// every run's outputs back and reports timings and the tracer's records. A case runs next to nothing
+// an earlier case made: its outputs are disposed once read and its session released (GPU buffers
+// with it) when it ends, whatever way it ends, but for a session a later revisit runs again
+// (`keepSession`), kept until then so that the revisit replays the earlier capture after the
+// sequence's other layouts (layout-change sequences).
 // A case's `faults` (faults.js) are armed only while its own capture session records.
 import {creationStatus, runScenarioSteps, sessionName} from './scenario.mjs';
 
 const tracer = window.__webgpuTracer;
 const faults = window.__webgpuFaults;
-const sessions = new Map(); // `${key}/${mode}` -> {session, feeds, buffers, ...}
-// Sessions of the previous sequence, released once the next case has its own session: the C++
-// EP builds tear down their WebGPU context (program cache included) with the last session, and
-// building it again costs about 1.6 s on SwiftShader; JSEP keeps its backend for the page anyway.
-let retired = [];
+// `${key}/${mode}` -> {session, buffers, graphs, ...}: the running case's, and those kept for a
+// revisit
+const sessions = new Map();
+const liveOutputs = new Set(); // GPU output tensors onnxruntime allocated, until disposed
+// The page's own session, made at load and never run: it keeps ORT's WebGPU context (device,
+// program cache) for the page's life, as an application's long-lived session would. The C++ builds
+// tear their context down with their last session, and rebuilding it for every case cost about
+// 5 s a case on SwiftShader; JSEP keeps its backend for the page anyway.
+let contextSession = null;
 const fetched = new Map(); // url -> ArrayBuffer, for the current sequence
 let ort = null;
 
@@ -64,10 +70,12 @@ const median = (values) => {
   return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 };
 
+/** Releases a session and destroys the GPU buffers the harness made for it, even if ORT throws. */
 const releaseEntry = async (entry) => {
-  await entry.session.release();
-  for (const buffer of entry.buffers) {
-    buffer.destroy();
+  try {
+    await entry.session.release();
+  } finally {
+    entry.buffers.splice(0).forEach((buffer) => buffer.destroy());
   }
 };
 
@@ -80,21 +88,11 @@ const releaseSession = async (name) => {
   }
 };
 
-/** A new sequence begins: earlier sessions leave `sessions` (and faults) now, the GPU later. */
-const retireSessions = () => {
-  for (const [name, entry] of sessions) {
-    faults.forget(name);
-    retired.push(entry);
-  }
-  sessions.clear();
+/** A new sequence begins: sessions kept for a revisit that did not come go (fetches too). */
+const releaseSessions = async () => {
   fetched.clear();
-};
-
-const releaseRetired = async () => {
-  const entries = retired;
-  retired = [];
-  for (const entry of entries) {
-    await releaseEntry(entry);
+  for (const name of [...sessions.keys()]) {
+    await releaseSession(name);
   }
 };
 
@@ -125,11 +123,12 @@ const reader = (buffer, output) => async () => {
   const encoder = device.createCommandEncoder();
   encoder.copyBufferToBuffer(buffer, 0, staging, 0, size);
   device.queue.submit([encoder.finish()]);
-  await staging.mapAsync(GPUMapMode.READ);
-  const data = staging.getMappedRange().slice(0, byteLength(output));
-  staging.unmap();
-  staging.destroy();
-  return new TYPED_ARRAYS[output.type](data);
+  try {
+    await staging.mapAsync(GPUMapMode.READ);
+    return new TYPED_ARRAYS[output.type](staging.getMappedRange().slice(0, byteLength(output)));
+  } finally {
+    staging.destroy(); // unmaps it too
+  }
 };
 
 /** GPU tensors over `buffers`, one per input of the case. */
@@ -260,7 +259,8 @@ const createSession = async (spec) => {
     const message = String(error && error.message ? error.message : error);
     // ORT's time up to the refusal counts as the backend's, like a created session's
     const timings = {sessionMs: performance.now() - start, firstRunMs: null, medianRunMs: null};
-    return {failed: {status: creationStatus(capture, message), message, timings}};
+    const status = creationStatus(capture, message);
+    return {failed: {status, message, timings, captureThrew: capture}};
   }
   const entry = {session, buffers: [], graphs: new Map(), sessionMs: performance.now() - start};
   entry.sessionRecord = tracer.end();
@@ -278,12 +278,14 @@ const runFailure = (spec, index, graph, error) => {
   const refused = spec.mode === 'capture'
     && /graph capture mode is not supported|graph capture requires/i.test(message);
   failure.status = refused ? 'capture-unsupported' : 'error';
+  failure.captureThrew = spec.mode === 'capture';
   return failure;
 };
 
 /**
  * Runs the case's schedule on a session; every run's outputs read back, the last run's
  * dispatches recorded. A run is timed from writing its inputs until its outputs are on the host.
+ * The outputs onnxruntime allocated on the GPU are disposed once read, or once a read failed.
  */
 const runSession = async (entry, spec) => {
   const variants = await Promise.all(spec.variants.map((urls) => Promise.all(urls.map(fetchBytes))));
@@ -312,31 +314,39 @@ const runSession = async (entry, spec) => {
     }
     const ran = performance.now() - start;
     records.push(tracer.end());
+    // Disposed once read, as an application does when done with an output: a kept one holds its
+    // OrtValue on the wasm heap, which shifts where later runs' tensors land (a replay with
+    // pre-allocated outputs then fails: ort-held-output). Pre-allocated ones are the harness's.
+    const allocated = Object.entries(results)
+      .filter(([outputName, tensor]) => tensor.location === 'gpu-buffer' && !readers?.[outputName])
+      .map(([, tensor]) => tensor);
+    allocated.forEach((tensor) => liveOutputs.add(tensor));
     // A run is timed until its outputs are on the host, as an eager run's are when
     // session.run returns (and wgpu's runs are); a capture run's stay on the GPU until getData,
     // which waits for the run's GPU work.
     tracer.begin('readback');
     const readStart = performance.now();
     const tensors = [];
-    for (const outputName of spec.outputNames) {
-      const tensor = results[outputName];
-      if (!tensor) {
-        throw new Error(`the session has no output named ${outputName}`);
+    try {
+      for (const outputName of spec.outputNames) {
+        const tensor = results[outputName];
+        if (!tensor) {
+          throw new Error(`the session has no output named ${outputName}`);
+        }
+        if (last && tensor.location === 'gpu-buffer') {
+          outputBuffers.push(tracer.bufferId(tensor.gpuBuffer));
+        }
+        const read = readers && readers[outputName];
+        tensors.push([outputName, tensor, await (read ? read() : tensor.getData())]);
       }
-      if (last && tensor.location === 'gpu-buffer') {
-        outputBuffers.push(tracer.bufferId(tensor.gpuBuffer));
-      }
-      const read = readers && readers[outputName];
-      tensors.push([outputName, tensor, await (read ? read() : tensor.getData())]);
-      if (!read && tensor.location === 'gpu-buffer') {
-        // Released once read, as an application does when done with an output: a kept one
-        // holds its OrtValue on the wasm heap, which shifts where later runs' tensors land
-        // (a replay with pre-allocated outputs then fails: README, ort-fresh-buffers).
+    } finally {
+      tracer.end();
+      for (const tensor of allocated) {
         tensor.dispose();
+        liveOutputs.delete(tensor);
       }
     }
     times.push(ran + performance.now() - readStart);
-    tracer.end();
     const outputs = {};
     for (const [outputName, tensor, data] of tensors) {
       outputs[outputName] = {type: tensor.type, dims: tensor.dims, data: toBase64(data)};
@@ -348,58 +358,65 @@ const runSession = async (entry, spec) => {
 
 /**
  * One case. `spec.reuseSession` (a revisit) runs the session an earlier case of the same
- * workload and mode left alive, so its runs replay the earlier capture; otherwise, or if that
- * session is gone, a new session replaces any earlier one of the same name.
+ * workload and mode kept alive, so its runs replay the earlier capture; otherwise, or if that
+ * session is gone, a new session replaces any earlier one of the same name. The session is
+ * released when the case ends, unless the case ran and a revisit will run it again
+ * (`spec.keepSession`).
  */
 const runCase = async (spec) => {
   if (spec.newSequence) {
-    retireSessions();
+    await releaseSessions();
   }
   const name = `${spec.key}/${spec.mode}`;
   let entry = spec.reuseSession ? sessions.get(name) : undefined;
   const reused = entry !== undefined;
-  if (!reused) {
-    await releaseSession(name);
-    if (spec.mode === 'capture') {
-      faults.beginRecording(name, spec.faults, Math.max(2, spec.graphs));
+  let keep = false;
+  try {
+    if (!reused) {
+      await releaseSession(name);
+      if (spec.mode === 'capture') {
+        faults.beginRecording(name, spec.faults, Math.max(2, spec.graphs));
+      }
+      const created = await createSession(spec);
+      if (created.failed) {
+        return created.failed;
+      }
+      entry = created.entry;
+      sessions.set(name, entry);
     }
-    const created = await createSession(spec);
-    await releaseRetired(); // ORT's context lives on in the new session
-    if (created.failed) {
-      faults.forget(name);
-      return created.failed;
+    const ran = await runSession(entry, {...spec, sessionName: name});
+    keep = spec.keepSession;
+    return caseResult(entry, reused, ran);
+  } finally {
+    if (!keep) {
+      await releaseSession(name);
     }
-    entry = created.entry;
-    sessions.set(name, entry);
   }
-  const {runs, records, outputBuffers, inputBuffers, times} = await runSession(entry, {
-    ...spec,
-    sessionName: name,
-  });
-  return {
-    status: 'ok',
-    message: '',
-    reusedSession: reused,
-    runs,
-    records,
-    sessionRecord: reused ? {label: 'session', counts: {}} : entry.sessionRecord,
-    inputBuffers,
-    outputBuffers,
-    timings: {
-      sessionMs: reused ? null : entry.sessionMs,
-      firstRunMs: times[0],
-      medianRunMs: median(times.slice(1)),
-    },
-  };
 };
+
+/** A case's result from the runs of its session (`entry`, `reused` from an earlier case). */
+const caseResult = (entry, reused, {runs, records, outputBuffers, inputBuffers, times}) => ({
+  status: 'ok',
+  message: '',
+  reusedSession: reused,
+  runs,
+  records,
+  sessionRecord: reused ? {label: 'session', counts: {}} : entry.sessionRecord,
+  inputBuffers,
+  outputBuffers,
+  timings: {
+    sessionMs: reused ? null : entry.sessionMs,
+    firstRunMs: times[0],
+    medianRunMs: median(times.slice(1)),
+  },
+});
 
 /**
  * A scenario's steps (runner/scenario), run by scenario.mjs (as a repro bundle's page runs
  * them) with this page's sessions, feeds and tracer; its result with every step's outputs.
  */
 const runScenario = async (spec) => {
-  retireSessions();
-  await releaseRetired();
+  await releaseSessions();
   const variants = await Promise.all(spec.variants.map((urls) => Promise.all(urls.map(fetchBytes))));
   return runScenarioSteps(spec, {
     sessionSpec: (step, session) => ({
@@ -444,13 +461,19 @@ const withDeadline = (job, ms) => {
 window.harness = {
   /**
    * Imports the onnxruntime-web bundle at `url` and meanwhile asks for the WebGPU adapter (no
-   * page of its own for that): ORT's version, and the adapter or null.
+   * page of its own for that), then makes the page's own session from the model at
+   * `contextModelUrl` (`contextSession`): ORT's version, and the adapter or null.
    */
-  async load(url) {
+  async load(url, contextModelUrl) {
     const [module, adapter] = await Promise.all([import(url), adapterInfo()]);
     ort = module;
     ort.env.wasm.numThreads = 1; // threads need cross-origin isolation; WebGPU does the work
     ort.env.logLevel = 'error'; // ORT logs warnings with console.error
+    if (adapter) {
+      const model = new Uint8Array(await (await fetch(contextModelUrl)).arrayBuffer());
+      contextSession = await ort.InferenceSession.create(
+        model, {executionProviders: [{name: 'webgpu'}]});
+    }
     return {version: ort.env.versions.web, adapter};
   },
   /**
@@ -462,6 +485,7 @@ window.harness = {
       .catch((error) => ({
         status: error.status || 'error',
         message: String(error && error.message ? error.message : error),
+        captureThrew: Boolean(error && error.captureThrew),
       }))
       .finally(() => faults.endRecording()); // a case that failed mid-run arms nothing after it
     const result = await withDeadline(job, timeoutMs);
@@ -494,7 +518,18 @@ window.harness = {
     }
     return JSON.stringify(result);
   },
-  sessionNames() {
-    return [...sessions.keys()];
+  /**
+   * What the harness holds between cases: case sessions by name, GPU outputs and buffers; and
+   * whether ORT's WebGPU device is alive (the page's own session keeps it).
+   */
+  holdings() {
+    const buffers = [...sessions.values()].reduce((n, entry) => n + entry.buffers.length, 0);
+    const device = ort && ort.env.webgpu.device;
+    return {
+      sessions: [...sessions.keys()],
+      outputs: liveOutputs.size,
+      buffers,
+      deviceAlive: Boolean(contextSession && device && !tracer.isLost(device)),
+    };
   },
 };
