@@ -86,7 +86,7 @@ def _selection_args(parser: argparse.ArgumentParser) -> None:
         )
 
 
-def _duration(text: str) -> float:
+def parse_duration(text: str) -> float:
     """Seconds from ``90s``, ``10m``, ``1h`` or a bare number of seconds."""
     number, unit = (text[:-1], text[-1]) if text[-1:] in DURATION_UNITS else (text, "s")
     try:
@@ -281,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     _selection_args(explore)
     explore.add_argument(
         "--budget",
-        type=_duration,
+        type=parse_duration,
         default=600.0,
         metavar="TIME",
         help="how long to explore: 90s, 10m, 1h or seconds (default 10m); a failure found "

@@ -1,7 +1,8 @@
 """explore: drawn scenarios are ones the loader accepts (and only the steps a backend runs);
 the input-snapshot canary on wgpu is found, shrunk to two steps, written as a suite that
 reproduces it with its repro bundle beside it, and replayed first from the example database;
-clean wgpu finds nothing; bad input exits 2."""
+it is shrunk as far where every scenario takes 10 s (as on ort-web); clean wgpu finds nothing;
+a backend that skips scenarios stops explore at once (exit 3); bad input exits 2."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,9 +19,13 @@ from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from runner.backends import REGISTRY
+from runner.backends.base import BackendOptions
+from runner.cli import main
+from runner.errors import ExitCode
+from runner.explore import explorer
 from runner.explore.machine import machine_factory
 from runner.explore.space import ExploredModel, Space
-from runner.scenario.values import ACTIONS, RELEASE_GRAPH, RUN
+from runner.scenario.values import ACTIONS, RELEASE_GRAPH, RUN, ScenarioRun
 from runner.suite.loader import load_suite
 from runner.suite.scenarios import scenario_entry
 from runner.suite.spec import BackendTarget
@@ -124,6 +130,47 @@ def test_the_input_snapshot_canary_is_found_shrunk_written_and_replayed_first(su
 
 
 @pytest.mark.gpu
+def test_a_failure_is_shrunk_where_every_scenario_takes_ten_seconds(
+    suite_file, tmp_path, monkeypatch
+):
+    """Hypothesis stops shrinking after 5 minutes on its clock (30 examples at ort-web's pace)
+    and writes what it has, unshrunk: with a clock that jumps 10 s at every scenario on wgpu,
+    the canary must still be written at its 2 steps."""
+    skew = [0.0]  # seconds added to the clocks: 10 per scenario run
+    for name in ("perf_counter", "monotonic"):
+        real = getattr(time, name)
+        monkeypatch.setattr(time, name, lambda real=real: real() + skew[0])
+    open_real = explorer.open_backend
+
+    def open_slow(name, options):
+        backend = open_real(name, options)
+        run_scenario = backend.run_scenario
+
+        def slow(plan):
+            skew[0] += 10.0
+            return run_scenario(plan)
+
+        backend.run_scenario = slow
+        return backend
+
+    monkeypatch.setattr(explorer, "open_backend", open_slow)
+    monkeypatch.setenv("REGRESS_CACHE_DIR", str(tmp_path / "cache"))
+    suite = load_suite(suite_file)
+    explored_model = ExploredModel(suite, suite.models[0], suite.shapes[0])
+    space = Space((explored_model,), BackendTarget("wgpu"), REGISTRY["wgpu"].scenario_actions)
+    inject = frozenset({"input-snapshot-at-capture"})
+    request = explorer.ExploreRequest(
+        space, 7200.0, tmp_path / "found", BackendOptions(inject=inject), seed=1
+    )
+    explored = explorer.explore(request, lambda text: None)
+    assert explored.seconds >= 10 * explored.examples  # every scenario took 10 s on the clock
+    (finding,) = explored.findings
+    assert finding.failure.result.verdict == "stale-input"
+    (scenario,) = yaml.safe_load(finding.path.read_text())["scenarios"]
+    assert [step["run"] for step in scenario["steps"]] == ["s1", "s1"]  # record, replay
+
+
+@pytest.mark.gpu
 def test_clean_wgpu_finds_nothing_in_a_short_budget(suite_file, tmp_path):
     out = tmp_path / "found"
     explored = _explore(suite_file, out, tmp_path / "cache", "--budget", "15s", "--seed", "3")
@@ -131,6 +178,36 @@ def test_clean_wgpu_finds_nothing_in_a_short_budget(suite_file, tmp_path):
     assert "nothing found" in explored.stdout
     examples = int(explored.stderr.split("explored ")[1].split()[0])
     assert examples > 20
+    assert not out.exists()
+
+
+def test_a_backend_that_skips_scenarios_stops_explore_at_once(
+    suite_file, tmp_path, monkeypatch, capsys
+):
+    """As ort-native does without its GPU device: the first skip ends explore (exit 3, the
+    reason said) rather than the budget spent on scenarios that all skip."""
+    planned = []
+
+    class SkippingBackend:
+        def run_scenario(self, plan):
+            planned.append(plan)
+            return ScenarioRun("skipped", "no WebGPU EP device on this machine")
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(explorer, "open_backend", lambda name, options: SkippingBackend())
+    monkeypatch.setenv("REGRESS_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "found"
+    code = main(
+        ["explore", str(suite_file), "--backend", "wgpu", "--budget", "1h"] + ["--out", str(out)]
+    )
+    assert code == ExitCode.ENVIRONMENT == 3
+    assert len(planned) == 1
+    assert (
+        "environment unusable: wgpu skips scenarios on this machine, so explore has nothing to "
+        "draw: no WebGPU EP device on this machine"
+    ) in capsys.readouterr().err
     assert not out.exists()
 
 

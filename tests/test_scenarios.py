@@ -10,10 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from runner.compare import NUMPY
 from runner.errors import InvalidInput
+from runner.measure import Tolerance
 from runner.scenario.feeds import scenario_feeds
+from runner.scenario.judging import judge_steps
+from runner.scenario.step import judged_scenario
+from runner.scenario.values import ScenarioRun, StepRun
 from runner.schedule import Feed
 from runner.suite.loader import load_suite
 
@@ -104,6 +110,23 @@ def test_runs_with_new_inputs_draw_their_own_and_same_repeats_the_sessions_last(
     assert feeds[:4] == [Feed(0, (0, d)) for d in range(4)]
     assert feeds[4] == feeds[3]  # inputs: same
     assert feeds[5] == Feed(1, (1, 4))
+
+
+def test_a_failure_after_the_last_step_is_the_last_steps_named_as_the_clean_ups(tmp_path):
+    """scenario.mjs reports every step and an error of its clean-up when disposing an output
+    held past its session's release throws (it traps the C++ builds): judged at the last step,
+    saying so, not at step 1 as when the page lost the steps."""
+    steps = "      - run: p\n        hold: true\n      - release: p\n"
+    scenario = load_suite(_suite(tmp_path, steps)).scenarios[0]
+    feeds = scenario_feeds(scenario)
+    output = {"y": np.arange(4, dtype=np.float32)}
+    references = {feeds[0].variant: output}
+    message = "the clean-up after the last step failed, disposing the outputs p held: unreachable"
+    run = ScenarioRun("error", message, (StepRun(output, records=True), StepRun()))
+    judged = judge_steps(judged_scenario(scenario, Tolerance()), run, feeds, references, NUMPY)
+    assert (judged.step, judged.failing) == (1, True)
+    assert judged.judgement.verdicts == {"error"}
+    assert judged.judgement.message == f"step 2 (release: p, line 18): {message}"
 
 
 def _run(path: Path, out: Path, *extra: str) -> tuple[int, dict]:

@@ -9,23 +9,33 @@ failures first. Hypothesis has no time limit of its own: the budget is checked b
 example, which raises ``BudgetSpent`` (not an ``Exception``, so Hypothesis lets it through)
 once it is spent; a failure seen before then may overrun it to shrink (``_Examiner.grace``), and
 is written as the smallest failing scenario seen when even that runs out.
+
+Where a scenario costs seconds (ort-web: a page each), shrinking is most of the work, so a pass
+runs each distinct scenario once (Hypothesis replays examples while it shrinks), leaves out
+Hypothesis's explain phase (more replays, for a note explore does not print) and lifts
+Hypothesis's own shrink time cap (``_uncapped_shrinking``); a finding is then cut after its
+failing step where the cut scenario fails alike.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
+import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypothesis import HealthCheck, Verbosity, seed, settings
+from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+from hypothesis.internal.conjecture import engine as hypothesis_engine
 from hypothesis.stateful import run_state_machine_as_test
 
 from runner.backends import REGISTRY, open_backend
 from runner.backends.base import Backend, BackendOptions, BackendTarget
+from runner.errors import EnvironmentUnusable
 from runner.explore.finding import (
     BackendMachine,
     Failure,
@@ -34,7 +44,7 @@ from runner.explore.finding import (
     signature,
     write_finding,
 )
-from runner.explore.machine import machine_factory
+from runner.explore.machine import cut_after, machine_factory
 from runner.explore.space import ExploredModel, Space
 from runner.files import cache_root
 from runner.oracle import ReferenceCache
@@ -55,6 +65,12 @@ class BudgetSpent(BaseException):
     """Raised before an example once the budget is spent; Hypothesis does not catch it."""
 
 
+class ScenariosSkipped(BaseException):
+    """Raised when the backend skips a scenario: it draws only the steps the backend runs, so a
+    skip says the machine cannot run scenarios there (ort-native without its GPU device), and
+    every later one would be skipped too. Hypothesis does not catch it."""
+
+
 @dataclass(frozen=True)
 class ExploreRequest:
     space: Space
@@ -62,6 +78,7 @@ class ExploreRequest:
     out: Path
     options: BackendOptions
     seed: int | None = None
+    databases: Path | None = None  # where example databases go; None: the cache folder's
 
 
 @dataclass(frozen=True)
@@ -87,7 +104,8 @@ class _Examiner:
         self.oracle = ReferenceCache(None)  # in memory: examples share their inputs' references
         self.began = self.said = time.monotonic()
         self.deadline = self.began + request.budget_s
-        self.examples = self.steps = 0
+        self.examples = self.steps = 0  # distinct scenarios run, and their steps
+        self.outcomes: dict[tuple, Failure | None] = {}  # by _scenario_key: each runs once
         self.shortest: dict[FailureKind, Failure] = {}
         self.first_seen: dict[FailureKind, tuple[int, float]] = {}  # examples, seconds
         self.known: set[FailureKind] = set()  # found by an earlier pass: passing now
@@ -100,29 +118,54 @@ class _Examiner:
         if now - self.said > PROGRESS_EVERY_S:
             self.said = now
             self.say(self.progress())
-        target = self.request.space.target
-        item = ScenarioTarget(explored.suite, scenario, target)
-        stepped = step_scenario(
-            item, self.backend, self.oracle.references, self.request.options, "explore"
-        )
-        self.examples += 1
-        self.steps += len(scenario.steps)
-        if stepped.failing_step is None or stepped.result.verdict == "skipped":
+        fresh = _scenario_key(explored, scenario) not in self.outcomes
+        failure = self.outcome(explored, scenario)
+        if failure is None or failure.kind in self.known:
             return
-        failure = Failure(explored, scenario, stepped)
-        kind = failure.kind
-        if kind in self.known:
-            return
+        if fresh:
+            self._keep(failure, now)
+        raise _failure_type(failure.kind)(failure.result.message)
+
+    def outcome(self, explored: ExploredModel, scenario: Scenario) -> Failure | None:
+        """`scenario`'s failure, or None when it passed: run the first time it is asked for,
+        remembered after that (a scenario's verdict is its own, each in a fresh page on
+        ort-web), so that Hypothesis's replays cost nothing."""
+        key = _scenario_key(explored, scenario)
+        if key not in self.outcomes:
+            item = ScenarioTarget(explored.suite, scenario, self.request.space.target)
+            stepped = step_scenario(
+                item, self.backend, self.oracle.references, self.request.options, "explore"
+            )
+            self.examples += 1
+            self.steps += len(scenario.steps)
+            if stepped.result.verdict == "skipped":
+                raise ScenariosSkipped(stepped.result.message)
+            failing = stepped.failing_step is not None
+            self.outcomes[key] = Failure(explored, scenario, stepped) if failing else None
+        return self.outcomes[key]
+
+    def _keep(self, failure: Failure, now: float) -> None:
+        """Tally a failure seen for the first time: its kind, and its scenario if shortest."""
+        kind, steps = failure.kind, len(failure.scenario.steps)
         if kind not in self.first_seen:
             self.first_seen[kind] = (self.examples, now - self.began)
             self.pending.append(kind)
-            self.say(f"failure: {stepped.result.message} ({len(scenario.steps)} steps); shrinking")
+            self.say(f"failure: {failure.result.message} ({steps} steps); shrinking")
         shortest = self.shortest.get(kind)
-        if shortest is not None and len(scenario.steps) < len(shortest.scenario.steps):
-            self.say(f"shrunk {kind[0]} to {len(scenario.steps)} steps")
-        if shortest is None or len(scenario.steps) <= len(shortest.scenario.steps):
+        if shortest is not None and steps < len(shortest.scenario.steps):
+            self.say(f"shrunk {kind[0]} to {steps} steps")
+        if shortest is None or steps <= len(shortest.scenario.steps):
             self.shortest[kind] = failure  # Hypothesis shrinks: the later of equals is simpler
-        raise _failure_type(kind)(stepped.result.message)
+
+    def cut(self, failure: Failure) -> Failure:
+        """`failure` without the steps after its failing one, when that scenario, run, fails
+        alike: Hypothesis may keep steps past the failure that cost nothing to keep (a
+        trailing ``release``), which a reader of the written file would wonder about."""
+        if failure.failing_step == len(failure.scenario.steps) - 1:
+            return failure
+        scenario = cut_after(failure.scenario, failure.failing_step)
+        cut = self.outcome(failure.explored, scenario)
+        return cut if cut is not None and cut.kind == failure.kind else failure
 
     def grace(self) -> float:
         """How long past the budget a failure may shrink: a share of the budget, or the time
@@ -141,7 +184,9 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
     space, options = request.space, request.options
     target = space.target
     REGISTRY[target.name].prepared([target], say)
-    database_folder = _database_folder(space, options.inject)
+    database_folder = _database_folder(
+        space, options.inject, request.databases or cache_root() / "explore"
+    )
     began = time.monotonic()
     backend = open_backend(target.name, options)
     try:
@@ -157,10 +202,16 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
             factory = machine_factory(space, examine)
             if request.seed is not None:
                 factory = seed(request.seed + pass_number - 1)(factory)
-            spent = _run_pass(factory, database)
+            try:
+                spent = _run_pass(factory, database)
+            except ScenariosSkipped as skipped:
+                raise EnvironmentUnusable(
+                    f"{target.id} skips scenarios on this machine, so explore has nothing to "
+                    f"draw: {skipped}"
+                ) from None
             for kind in examine.pending:
                 examine.known.add(kind)
-                failure = examine.shortest[kind]
+                failure = examine.cut(examine.shortest[kind])
                 key = (failure.result.verdict, signature(failure.scenario))
                 if key in written:  # another kind shrank to the same scenario
                     continue
@@ -192,6 +243,7 @@ def _run_pass(factory, database: ExampleDatabase) -> bool:
     """One Hypothesis run of the machine; whether the budget ended it."""
     run_settings = settings(
         database=database,
+        phases=tuple(p for p in Phase if p != Phase.explain),
         max_examples=10**9,  # the budget ends a pass, or a failure does
         stateful_step_count=MAX_STEPS,
         deadline=None,
@@ -201,13 +253,34 @@ def _run_pass(factory, database: ExampleDatabase) -> bool:
         print_blob=False,
     )
     try:
-        run_state_machine_as_test(factory, settings=run_settings)
+        with _uncapped_shrinking():
+            run_state_machine_as_test(factory, settings=run_settings)
     except BudgetSpent:
         return True
     except Exception as raised:  # what it found (one failure, a group, a flaky one): tallied
         if not _only_failures(raised):
             raise
     return False
+
+
+@contextlib.contextmanager
+def _uncapped_shrinking() -> Iterator[None]:
+    """Hypothesis without its shrink time cap (``MAX_SHRINKING_SECONDS``, 5 minutes, after which
+    it reports the failure unshrunk): where a scenario takes 8-10 s (ort-web) that is about 30
+    examples, too few to shrink an 8-step scenario. The budget's grace bounds shrinking
+    instead (``_Examiner.grace``). Hypothesis documents the constant as monkeypatchable for
+    this; it is restored when the pass ends."""
+    capped = hypothesis_engine.MAX_SHRINKING_SECONDS
+    hypothesis_engine.MAX_SHRINKING_SECONDS = math.inf
+    try:
+        yield
+    finally:
+        hypothesis_engine.MAX_SHRINKING_SECONDS = capped
+
+
+def _scenario_key(explored: ExploredModel, scenario: Scenario) -> tuple:
+    """What tells two drawn scenarios apart: the model and the steps (``signature``)."""
+    return explored.suite.path, explored.model.name, signature(scenario)
 
 
 def _only_failures(raised: BaseException) -> bool:
@@ -249,13 +322,13 @@ class _KeepFetched(ExampleDatabase):
             self.inner.delete(key, value)
 
 
-def _database_folder(space: Space, inject: frozenset[str]) -> Path:
+def _database_folder(space: Space, inject: frozenset[str], root: Path) -> Path:
     """One example database per target, faults and models: a choice sequence means a scenario
     only over the same models and steps."""
     models = sorted(f"{m.suite.path.name}:{m.model.name}" for m in space.models)
     text = repr((space.target.id, space.target.version, sorted(inject), models, space.actions))
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-    return cache_root() / "explore" / f"{space.target.id.replace(':', '-')}-{digest}"
+    return root / f"{space.target.id.replace(':', '-')}-{digest}"
 
 
 def _machine(backend: Backend, target: BackendTarget) -> BackendMachine:

@@ -9,6 +9,7 @@ fails. Hypothesis shrinks a failing scenario by dropping steps and simplifying t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from hypothesis import strategies as st
@@ -134,16 +135,28 @@ class ScenarioMachine(RuleBasedStateMachine):
         self.steps.append(ScenarioStep(CREATE, name))
 
     def scenario(self) -> Scenario:
-        used = {step.session for step in self.steps}
-        return Scenario(
-            name=f"explored-{len(self.steps)}-steps",
+        drawn = Scenario(
+            name="",
             model=self.model.model,
             shape=self.model.shape,
-            sessions=tuple(s for s in self.sessions if s.name in used),
+            sessions=tuple(self.sessions),
             steps=tuple(self.steps),
             backends=(self.space.target,),
         )
+        return cut_after(drawn, len(self.steps) - 1)
 
     def teardown(self):
         if any(step.action == RUN for step in self.steps):
             self.examine(self.model, self.scenario())
+
+
+def cut_after(scenario: Scenario, index: int) -> Scenario:
+    """`scenario`'s steps up to `index`, named for their count, with the sessions they use."""
+    steps = scenario.steps[: index + 1]
+    used = {step.session for step in steps}
+    return dataclasses.replace(
+        scenario,
+        name=f"explored-{len(steps)}-steps",
+        sessions=tuple(s for s in scenario.sessions if s.name in used),
+        steps=steps,
+    )

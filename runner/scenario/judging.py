@@ -71,7 +71,8 @@ def judge_steps(
     measure: Measure,
 ) -> StepJudgement:
     """The first step that does not pass, judged; else the last run step's (a pass). A step
-    the backend failed is judged on the backend's status and message."""
+    the backend failed is judged on the backend's status and message; a failure after every
+    step finished (the backend's clean-up: its message says so) is the last step's."""
     index, judgement = _first_failing(scenario, run, feeds, references, measure)
     if judgement.verdicts == {"pass"} or run.status == "skipped":
         return StepJudgement(index, judgement, False)
@@ -107,6 +108,9 @@ def _first_failing(scenario, run, feeds, references, measure) -> tuple[int, Judg
         last = judge(_evidence(scenario, step.session, judged, session_feeds, references, measure))
         if last.verdicts != {"pass"}:
             return index, last
+    if run.status != "ok":  # every step finished, then the backend's clean-up failed: the last's
+        failed = RunFacts(run.status, run.message)
+        return index, judge(_evidence(scenario, step.session, failed, (), {}, measure))
     return len(run.steps) - 1, last
 
 

@@ -352,7 +352,8 @@ const runScenario = async (ort, manifest) => {
   const ran = report.failedStep ?? steps.length;
   steps.slice(0, ran).forEach((step, i) => say(`step ${i + 1}/${steps.length}: ${step.action}: ${step.session}`));
   if (report.status !== 'ok') {
-    say(`step ${ran + 1}/${steps.length}: ${report.status}: ${report.message}`);
+    const where = report.cleanUp ? 'clean-up' : `step ${ran + 1}/${steps.length}`;
+    say(`${where}: ${report.status}: ${report.message}`);
   }
   return report;
 };

@@ -24,7 +24,9 @@ const text = (error) => String(error && error.message ? error.message : error).r
  * run writes its inputs as the step says and reads its outputs, disposing them unless it holds
  * them. Returns every step's outputs and WebGPU call counts; a step that throws ends the
  * scenario with its number (`failedStep`). Everything is released at the end, held outputs
- * included. `page` is the page's own:
+ * included; where that throws after every step finished (disposing an output held past its
+ * session's release traps the C++ builds), the scenario is an error of its clean-up, named so,
+ * with every step reported (no `failedStep`). `page` is the page's own:
  *   sessionSpec(step, session): what its createSession and runArguments take for the step;
  *   createSession(sessionSpec): {entry} (entry.session an InferenceSession) or {failed};
  *   releaseEntry(entry); runArguments(entry, sessionSpec, graph, variant): {feeds, fetches,
@@ -46,79 +48,99 @@ export const runScenarioSteps = async (spec, page) => {
     }
     held.delete(name);
   };
-  try {
-    for (const [i, step] of spec.steps.entries()) {
-      const session = spec.sessions[step.session];
-      const sessionSpec = page.sessionSpec(step, session);
-      let running = false;
-      try {
-        if (step.action === 'create' || (step.action === 'run' && !live.has(step.session))) {
-          const created = await page.createSession(sessionSpec);
-          if (created.failed) {
-            return {...created.failed, steps, failedStep: i};
-          }
-          live.set(step.session, created.entry);
-          [...runsOf.keys()].filter((k) => k.startsWith(`${step.session}/`)).forEach((k) => runsOf.delete(k));
-        }
-        if (step.action === 'dispose') {
-          dispose(step.session);
-        } else if (step.action === 'release') {
-          page.faults?.forget(sessionName(step.session));
-          await page.releaseEntry(live.get(step.session));
-          live.delete(step.session);
-        }
-        if (step.action !== 'run') {
-          steps.push({});
-          continue;
-        }
-        const entry = live.get(step.session);
-        const {feeds, fetches, readers} =
-          await page.runArguments(entry, sessionSpec, step.graph, step.variant);
-        const key = `${step.session}/${step.graph}`;
-        runsOf.set(key, (runsOf.get(key) || 0) + 1);
-        if (session.capture && runsOf.get(key) <= 2) {
-          page.faults?.beginRecording(sessionName(step.session), sessionSpec.faults, 1);
-        }
-        page.faults?.startRun();
-        page.startRun();
-        running = true;
-        let results;
-        try {
-          results = await (session.graphs > 1
-            ? entry.session.run(feeds, fetches, {extra: {gpu_graph_id: String(step.graph)}})
-            : entry.session.run(feeds, fetches));
-        } finally {
-          page.faults?.endRun(sessionName(step.session)); // ends a recording
-        }
-        running = false;
-        const counts = page.endRun();
-        const outputs = {};
-        for (const outputName of spec.outputNames) {
-          const tensor = results[outputName];
-          const data = await (readers ? readers[outputName]() : tensor.getData());
-          outputs[outputName] = page.output(tensor, data);
-          if (!readers && tensor.location === 'gpu-buffer' && !step.hold) {
-            tensor.dispose();
-          } else if (!readers && step.hold) {
-            held.set(step.session, [...(held.get(step.session) || []), tensor]);
-          }
-        }
-        steps.push({outputs, counts});
-      } catch (error) {
-        if (running) {
-          page.endRun();
-        }
-        return {status: 'error', message: text(error), steps, failedStep: i};
-      }
-    }
-    return {status: 'ok', message: '', steps};
-  } finally {
+  let cleanUpError = null; // what the final clean-up threw, naming what it was doing
+  const cleanUp = async () => {
     for (const name of [...held.keys()]) {
-      dispose(name);
+      try {
+        dispose(name);
+      } catch (error) {
+        held.delete(name);
+        cleanUpError = cleanUpError || `disposing the outputs ${name} held: ${text(error)}`;
+      }
     }
     for (const entry of live.values()) {
       await page.releaseEntry(entry).catch(() => {});
     }
     Object.keys(spec.sessions).forEach((name) => page.faults?.forget(sessionName(name)));
+  };
+  let report;
+  try {
+    report = await runSteps(spec, page, {live, held, steps, runsOf, dispose});
+  } finally {
+    await cleanUp();
   }
+  if (cleanUpError && report.status === 'ok') {
+    const message = `the clean-up after the last step failed, ${cleanUpError}`;
+    return {status: 'error', message, steps, cleanUp: true};
+  }
+  return report;
+};
+
+/** The steps of `runScenarioSteps`, over its state; its report, with `failedStep` on a failure. */
+const runSteps = async (spec, page, {live, held, steps, runsOf, dispose}) => {
+  for (const [i, step] of spec.steps.entries()) {
+    const session = spec.sessions[step.session];
+    const sessionSpec = page.sessionSpec(step, session);
+    let running = false;
+    try {
+      if (step.action === 'create' || (step.action === 'run' && !live.has(step.session))) {
+        const created = await page.createSession(sessionSpec);
+        if (created.failed) {
+          return {...created.failed, steps, failedStep: i};
+        }
+        live.set(step.session, created.entry);
+        [...runsOf.keys()].filter((k) => k.startsWith(`${step.session}/`)).forEach((k) => runsOf.delete(k));
+      }
+      if (step.action === 'dispose') {
+        dispose(step.session);
+      } else if (step.action === 'release') {
+        page.faults?.forget(sessionName(step.session));
+        await page.releaseEntry(live.get(step.session));
+        live.delete(step.session);
+      }
+      if (step.action !== 'run') {
+        steps.push({});
+        continue;
+      }
+      const entry = live.get(step.session);
+      const {feeds, fetches, readers} =
+        await page.runArguments(entry, sessionSpec, step.graph, step.variant);
+      const key = `${step.session}/${step.graph}`;
+      runsOf.set(key, (runsOf.get(key) || 0) + 1);
+      if (session.capture && runsOf.get(key) <= 2) {
+        page.faults?.beginRecording(sessionName(step.session), sessionSpec.faults, 1);
+      }
+      page.faults?.startRun();
+      page.startRun();
+      running = true;
+      let results;
+      try {
+        results = await (session.graphs > 1
+          ? entry.session.run(feeds, fetches, {extra: {gpu_graph_id: String(step.graph)}})
+          : entry.session.run(feeds, fetches));
+      } finally {
+        page.faults?.endRun(sessionName(step.session)); // ends a recording
+      }
+      running = false;
+      const counts = page.endRun();
+      const outputs = {};
+      for (const outputName of spec.outputNames) {
+        const tensor = results[outputName];
+        const data = await (readers ? readers[outputName]() : tensor.getData());
+        outputs[outputName] = page.output(tensor, data);
+        if (!readers && tensor.location === 'gpu-buffer' && !step.hold) {
+          tensor.dispose();
+        } else if (!readers && step.hold) {
+          held.set(step.session, [...(held.get(step.session) || []), tensor]);
+        }
+      }
+      steps.push({outputs, counts});
+    } catch (error) {
+      if (running) {
+        page.endRun();
+      }
+      return {status: 'error', message: text(error), steps, failedStep: i};
+    }
+  }
+  return {status: 'ok', message: '', steps};
 };
