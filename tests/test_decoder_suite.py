@@ -12,6 +12,7 @@ import onnx
 import pytest
 
 from runner.backends.base import BackendOptions
+from runner.backends.ortnative.ep import EpBackend
 from runner.backends.wgpu.backend import WgpuBackend
 from runner.errors import InvalidInput
 from runner.matrix import expand_matrix
@@ -315,24 +316,31 @@ def test_ort_native_binds_the_loop_variants_right_on_the_cpu_ep(tmp_path):
     }
 
 
-def wgpu_case(model: str, mode: str):
+def decoder_case(model: str, mode: str, backend: str = "wgpu"):
     [case] = [
         c
         for c in expand_matrix([load_suite(DECODER)])
-        if c.id.startswith(f"{model}/") and c.backend.name == "wgpu" and c.mode == mode
+        if c.id.startswith(f"{model}/") and c.backend.name == backend and c.mode == mode
         and c.layout.label == "default" and not c.revisit
     ]  # fmt: skip
     return case
 
 
+def open_backend_here(backend: str):
+    """wgpu on this machine's adapter, or ort-native on onnxruntime's CPU EP."""
+    if backend == "wgpu":
+        return WgpuBackend(BackendOptions())
+    return EpBackend(BackendOptions(adapter="cpu"))
+
+
 @pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["wgpu", "ort-native"])
 @pytest.mark.parametrize("mode", ["eager", "capture"])
 @pytest.mark.parametrize("model", ["llama-tiny", "llama-rewind", "llama-two-generators"])
-def test_wgpu_decode_steps_read_the_caches_the_device_wrote(model, mode):
+def test_decode_steps_read_the_caches_the_device_wrote(model, mode, backend):
     """The host's caches are the oracle's alone: with NaN in every decode step's (the prefill's
-    zeros kept) each run still matches onnxruntime CPU's, the prefill's included; with the
-    prefill's caches not handed to the decode steps, the first decode step goes wrong."""
-    case = wgpu_case(model, mode)
+    zeros kept) each run still matches onnxruntime CPU's, the prefill's included."""
+    case = decoder_case(model, mode, backend)
     workload = materialize(case, runs=3)
     references = ReferenceCache(None).references(workload)
     caches = workload.device_cache.inputs
@@ -344,22 +352,31 @@ def test_wgpu_decode_steps_read_the_caches_the_device_wrote(model, mode):
     blind = dataclasses.replace(
         workload, inputs=poisoned[BASE], variants={**workload.variants, **poisoned}
     )
-    run = run_on_a_new_device(case, blind)
+    run = run_on_a_new_backend(backend, case, blind)
     assert run.status == "ok", run.message
     assert len(run.runs) == len(workload.schedule)
     for outputs, feed in zip(run.runs, workload.schedule, strict=True):
         for name, expected in references[feed.variant].items():
             np.testing.assert_allclose(outputs[name], expected, atol=1e-3, err_msg=name)
-    dropped = run_on_a_new_device(case, dataclasses.replace(workload, in_place={}))
-    first_step = case.graphs  # the run after the prefills
-    logits = references[workload.schedule[first_step].variant]["logits"]
-    assert np.abs(dropped.runs[first_step]["logits"] - logits).max() > 0.1
 
 
-def run_on_a_new_device(case, workload):
-    """A run on a device of its own: no buffer holds an earlier run's caches."""
-    backend = WgpuBackend(BackendOptions())
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["eager", "capture"])
+def test_wgpu_decode_steps_start_from_the_prefills_caches(mode):
+    """With the prefill's present caches not handed to the decode session (no `in_place`
+    pairs), the first decode step reads zeros and goes wrong: the hand-off is what it reads."""
+    case = decoder_case("llama-tiny", mode)
+    workload = materialize(case, runs=3)
+    dropped = run_on_a_new_backend("wgpu", case, dataclasses.replace(workload, in_place={}))
+    first_step = workload.schedule[1]  # the run after the prefill
+    logits = ReferenceCache(None).references(workload)[first_step.variant]["logits"]
+    assert np.abs(dropped.runs[1]["logits"] - logits).max() > 0.1
+
+
+def run_on_a_new_backend(backend: str, case, workload):
+    """A run on a backend of its own: no buffer holds an earlier run's caches."""
+    opened = open_backend_here(backend)
     try:
-        return backend.run(case, workload)
+        return opened.run(case, workload)
     finally:
-        backend.close()
+        opened.close()

@@ -72,6 +72,13 @@ class Workload:
     def inputs_of(self, variant: Variant) -> Mapping[str, np.ndarray]:
         return self.variants.get(variant, self.inputs)
 
+    @property
+    def shared_shape(self) -> Mapping[str, int]:
+        """The dims every run has alike, which a session serving them all may pin: a device
+        prefill's prompt length leaves ``sequence_length`` out."""
+        prefill = self.device_cache.prefill_shape if self.device_cache is not None else {}
+        return {dim: v for dim, v in self.shape.items() if prefill.get(dim, v) == v}
+
     def shape_of(self, variant: Variant) -> Mapping[str, int]:
         """The dims pinned for `variant`'s run: a prefill's are the prompt's."""
         if variant[1] == PREFILL_DRAW and self.device_cache is not None:
