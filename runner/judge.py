@@ -250,7 +250,12 @@ def _distinct_runs(feeds: tuple[Feed, ...]) -> Iterator[tuple[int, Feed]]:
 
 def _run_note(index: int, feeds: tuple[Feed, ...]) -> str:
     """Which run, where the runs had different inputs."""
-    return f" (run {index + 1})" if len({f.variant for f in feeds}) > 1 else ""
+    return f" (run {_run_name(index, feeds)})" if len({f.variant for f in feeds}) > 1 else ""
+
+
+def _run_name(index: int, feeds: tuple[Feed, ...]) -> str:
+    """``3``, or ``1, the prefill`` for a decoder's prefill."""
+    return f"{index + 1}, the prefill" if feeds[index].prefill else str(index + 1)
 
 
 def reference_mismatch(ev: Evidence) -> list[Finding]:
@@ -327,7 +332,7 @@ def capture_mismatch(ev: Evidence) -> list[Finding]:
     if not found:
         return []
     _, index, what, (name, c) = max(found, key=lambda item: item[0])
-    where = f" in run {index + 1} of {len(feeds)}" if len(feeds) > 1 else ""
+    where = f" in run {_run_name(index, feeds)} of {len(feeds)}" if len(feeds) > 1 else ""
     first = found[0][1]  # where a loop's runs start to go wrong, when the worst is later
     where += f" (runs differ from run {first + 1})" if first != index else ""
     return [
@@ -443,12 +448,14 @@ def stale_input(ev: Evidence) -> list[Finding]:
 
 def nondeterministic(ev: Evidence) -> list[Finding]:
     """Runs of the same inputs must agree bit for bit; under capture, replays only (each graph's
-    first run records)."""
+    first run after its prefill records)."""
     if ev.run.status != "ok":
         return []
     recording = {f.graph for f in ev.run_feeds} if ev.case.capture else set()
     first: dict[Variant, tuple[int, Outputs]] = {}
     for index, (outputs, feed) in enumerate(zip(ev.run.runs, ev.run_feeds, strict=True)):
+        if feed.prefill:
+            continue
         if feed.graph in recording:
             recording.discard(feed.graph)
             continue

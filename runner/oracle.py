@@ -51,14 +51,15 @@ class ReferenceCache:
         """Every variant's outputs; raises what onnxruntime raises if it cannot run the model."""
         keys = {variant: cache_key(workload, variant) for variant in workload.all_variants()}
         missing = [variant for variant, key in keys.items() if not self._load(key, workload)]
-        if missing:
-            session = cpu_session(workload.model, workload.shape)
-            for variant in missing:
-                outputs = _outputs(session, workload.output_names, workload.inputs_of(variant))
-                self.computed += 1
-                if self.folder is not None:
-                    self._store(self.folder / f"{keys[variant]}.npz", outputs)
-                self._memory[keys[variant]] = outputs
+        sessions = CpuSessions(workload)
+        for variant in missing:
+            outputs = _outputs(
+                sessions.of(variant), workload.output_names, workload.inputs_of(variant)
+            )
+            self.computed += 1
+            if self.folder is not None:
+                self._store(self.folder / f"{keys[variant]}.npz", outputs)
+            self._memory[keys[variant]] = outputs
         return {variant: self._memory[key] for variant, key in keys.items()}
 
     def _load(self, key: str, workload: Workload) -> bool:
@@ -91,9 +92,25 @@ def cpu_session(model: bytes, free_dims: Mapping[str, int] | None = None):
     return ort.InferenceSession(model, options, providers=[PROVIDER])
 
 
+class CpuSessions:
+    """A CPU session per shape `workload`'s variants are pinned to (a decoder's prefill has its
+    own; `dynamic`: one, pinning nothing), each made on first use."""
+
+    def __init__(self, workload: Workload, dynamic: bool = False):
+        self.workload, self.dynamic = workload, dynamic
+        self._sessions: dict[tuple, object] = {}
+
+    def of(self, variant: Variant):
+        shape = None if self.dynamic else self.workload.shape_of(variant)
+        key = tuple(sorted((shape or {}).items()))
+        if key not in self._sessions:
+            self._sessions[key] = cpu_session(self.workload.model, shape)
+        return self._sessions[key]
+
+
 def compute_reference(workload: Workload, variant: Variant = BASE) -> dict[str, np.ndarray]:
     """One variant's outputs."""
-    session = cpu_session(workload.model, workload.shape)
+    session = CpuSessions(workload).of(variant)
     return _outputs(session, workload.output_names, workload.inputs_of(variant))
 
 

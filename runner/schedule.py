@@ -11,6 +11,8 @@ from dataclasses import dataclass
 # A run's inputs: (graph, draw). (0, 0) is the case's own inputs, which the oracle caches by.
 Variant = tuple[int, int]
 BASE: Variant = (0, 0)
+# The draw of a decoder's prefill: the prompt, run uncaptured before the graph's decode steps.
+PREFILL_DRAW = -1
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,11 @@ class Feed:
 
     graph: int
     variant: Variant
+
+    @property
+    def prefill(self) -> bool:
+        """Whether this run is a decoder's prefill: uncaptured, at the prompt's length."""
+        return self.variant[1] == PREFILL_DRAW
 
 
 def input_schedule(runs: int, graphs: int = 1) -> tuple[Feed, ...]:

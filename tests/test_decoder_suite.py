@@ -4,14 +4,20 @@ decode step a run judged against onnxruntime CPU's step, and the two decoder can
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import onnx
 import pytest
 
+from runner.backends.base import BackendOptions
+from runner.backends.ortnative.ep import EpBackend
+from runner.backends.wgpu.backend import WgpuBackend
 from runner.errors import InvalidInput
 from runner.matrix import expand_matrix
+from runner.oracle import ReferenceCache
+from runner.schedule import BASE, PREFILL_DRAW
 from runner.suite import load_suite
 from runner.suite.spec import DecoderParams, EncoderParams
 from runner.workload import materialize
@@ -39,12 +45,18 @@ def test_a_decoder_runs_its_loop_as_the_case_s_runs():
     }
     workload = materialize(case, runs=3)  # the loop, not --runs, sets the runs
     variants = [feed.variant for feed in workload.schedule]
-    assert variants == [(0, 0), (0, 1), (0, 2), (0, 3), (0, 3)]  # 4 steps, the last twice
+    # the prefill, then 4 steps, the last twice
+    assert variants == [(0, PREFILL_DRAW), (0, 0), (0, 1), (0, 2), (0, 3), (0, 3)]
+    assert [feed.prefill for feed in workload.schedule] == [True] + [False] * 5
     masks = [workload.inputs_of(v)["attention_mask"] for v in variants]
-    assert [int(m.sum()) for m in masks] == [5, 6, 7, 8, 8]  # prompt 4, one more per step
+    assert [int(m.sum()) for m in masks] == [4, 5, 6, 7, 8, 8]  # prompt 4, one more per step
     assert all(m.shape == (1, 16) for m in masks)
+    prefill = workload.inputs_of((0, PREFILL_DRAW))
+    assert prefill["input_ids"].shape == (1, 4) and not prefill["past_key_values.0.key"].any()
+    assert workload.shape_of((0, PREFILL_DRAW)) == {**case.shape.as_dict(), "sequence_length": 4}
+    assert workload.shape_of((0, 2)) == case.shape.as_dict()
     step_3 = workload.inputs_of((0, 2))
-    # the caches hold the positions written so far, zeros past them
+    # the CPU's caches (the oracle's) hold the positions written so far, zeros past them
     cache = step_3["past_key_values.1.value"]
     assert np.abs(cache[:, :, :6]).min() > 0 and not cache[:, :, 6:].any()
     assert workload.in_place == {
@@ -52,6 +64,25 @@ def test_a_decoder_runs_its_loop_as_the_case_s_runs():
         for layer in (0, 1)
         for kv in ("key", "value")
     }
+    assert workload.device_cache.inputs == tuple(workload.in_place.values())
+    assert workload.device_cache.rewinds == {}
+
+
+def test_prefill_cpu_leaves_the_prompt_to_onnxruntime_cpu(write_suite):
+    """``prefill: cpu``: no prefill run; the first decode step is fed the CPU's caches."""
+    suite = write_suite(
+        """
+        models:
+          llama: {builtin: decoder, max_length: 16, generate: {prompt: 4, steps: 3, prefill: cpu}}
+        backends: [wgpu]
+        """
+    )
+    [case] = [c for c in expand_matrix([load_suite(suite)]) if c.mode == "capture"]
+    workload = materialize(case, runs=3)
+    assert [feed.variant for feed in workload.schedule] == [(0, 0), (0, 1), (0, 2), (0, 2)]
+    assert workload.device_cache.prefill_shape == {}
+    first = workload.inputs_of((0, 0))["past_key_values.0.key"]
+    assert np.abs(first[:, :, :4]).min() > 0 and not first[:, :, 4:].any()
 
 
 def capture_workload(model: str):
@@ -67,16 +98,17 @@ def capture_workload(model: str):
 def test_the_loop_variants_rewind_swap_and_interleave_generators():
     rewind = capture_workload("llama-rewind")  # 5 steps, back 2 after step 3
     masks = [rewind.inputs_of(f.variant)["attention_mask"] for f in rewind.schedule]
-    assert [int(m.sum()) for m in masks] == [5, 6, 7, 6, 7, 7]
+    assert [int(m.sum()) for m in masks] == [4, 5, 6, 7, 6, 7, 7]
     first_again = rewind.inputs_of((0, 3))  # the step after the rewind: position 5 again
     assert first_again["input_ids"] == rewind.inputs_of((0, 1))["input_ids"]
     assert not first_again["past_key_values.0.key"][:, :, 5:].any()  # stale positions zeroed
+    assert rewind.device_cache.rewinds == {(0, 3): 5}  # the device zeroes them too
     assert not rewind.swapped and capture_workload("llama-swapped").swapped
     two = capture_workload("llama-two-generators")  # 3 steps each, the last twice
-    assert [(f.graph, f.variant) for f in two.schedule] == [
+    assert [(f.graph, f.variant) for f in two.schedule] == [(0, (0, -1)), (1, (1, -1))] + [
         (g, (g, d)) for d in (0, 1, 2, 2) for g in (0, 1)
     ]
-    prompts = [two.inputs_of((g, 0))["past_key_values.0.key"] for g in (0, 1)]
+    prompts = [two.inputs_of((g, PREFILL_DRAW))["input_ids"] for g in (0, 1)]
     assert not np.array_equal(*prompts)  # a prompt each
 
 
@@ -156,10 +188,11 @@ def test_every_decode_step_is_judged_and_the_canaries_fire_on_wgpu(tmp_path):
     assert {r["verdict"] for r in clean} == {"pass"} and len(clean) == 16
     lengths = found["frozen-lengths", "layout=default", "capture"]
     assert lengths["verdict"] == "capture-mismatch"
-    assert "differs from eager in run 2 of 5" in lengths["message"]  # the first replay
+    # run 1 is the prefill, run 2 records, run 3 is the first replay
+    assert "differs from eager in run 3 of 6" in lengths["message"]
     cache = found["frozen-cache", "layout=default", "capture"]
     assert cache["verdict"] == "capture-mismatch"
-    assert "(runs differ from run 2)" in cache["message"], cache["message"]
+    assert "(runs differ from run 3)" in cache["message"], cache["message"]
     assert found["frozen-cache", "layout=default", "eager"]["verdict"] == "pass"
 
 
@@ -281,3 +314,69 @@ def test_ort_native_binds_the_loop_variants_right_on_the_cpu_ep(tmp_path):
         for model in ("llama-rewind", "llama-swapped", "llama-two-generators")
         for mode in ("eager", "capture")
     }
+
+
+def decoder_case(model: str, mode: str, backend: str = "wgpu"):
+    [case] = [
+        c
+        for c in expand_matrix([load_suite(DECODER)])
+        if c.id.startswith(f"{model}/") and c.backend.name == backend and c.mode == mode
+        and c.layout.label == "default" and not c.revisit
+    ]  # fmt: skip
+    return case
+
+
+def open_backend_here(backend: str):
+    """wgpu on this machine's adapter, or ort-native on onnxruntime's CPU EP."""
+    if backend == "wgpu":
+        return WgpuBackend(BackendOptions())
+    return EpBackend(BackendOptions(adapter="cpu"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["wgpu", "ort-native"])
+@pytest.mark.parametrize("mode", ["eager", "capture"])
+@pytest.mark.parametrize("model", ["llama-tiny", "llama-rewind", "llama-two-generators"])
+def test_decode_steps_read_the_caches_the_device_wrote(model, mode, backend):
+    """The host's caches are the oracle's alone: with NaN in every decode step's (the prefill's
+    zeros kept) each run still matches onnxruntime CPU's, the prefill's included."""
+    case = decoder_case(model, mode, backend)
+    workload = materialize(case, runs=3)
+    references = ReferenceCache(None).references(workload)
+    caches = workload.device_cache.inputs
+    poisoned = {
+        variant: {n: np.full_like(v, np.nan) if n in caches else v for n, v in inputs.items()}
+        for variant, inputs in workload.all_variants().items()
+        if variant[1] != PREFILL_DRAW
+    }
+    blind = dataclasses.replace(
+        workload, inputs=poisoned[BASE], variants={**workload.variants, **poisoned}
+    )
+    run = run_on_a_new_backend(backend, case, blind)
+    assert run.status == "ok", run.message
+    assert len(run.runs) == len(workload.schedule)
+    for outputs, feed in zip(run.runs, workload.schedule, strict=True):
+        for name, expected in references[feed.variant].items():
+            np.testing.assert_allclose(outputs[name], expected, atol=1e-3, err_msg=name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["eager", "capture"])
+def test_wgpu_decode_steps_start_from_the_prefills_caches(mode):
+    """With the prefill's present caches not handed to the decode session (no `in_place`
+    pairs), the first decode step reads zeros and goes wrong: the hand-off is what it reads."""
+    case = decoder_case("llama-tiny", mode)
+    workload = materialize(case, runs=3)
+    dropped = run_on_a_new_backend("wgpu", case, dataclasses.replace(workload, in_place={}))
+    first_step = workload.schedule[1]  # the run after the prefill
+    logits = ReferenceCache(None).references(workload)[first_step.variant]["logits"]
+    assert np.abs(dropped.runs[1]["logits"] - logits).max() > 0.1
+
+
+def run_on_a_new_backend(backend: str, case, workload):
+    """A run on a backend of its own: no buffer holds an earlier run's caches."""
+    opened = open_backend_here(backend)
+    try:
+        return opened.run(case, workload)
+    finally:
+        opened.close()

@@ -156,6 +156,8 @@ class DecoderParams:
 
 # How a decoder's capture binds its present KV caches (``generate: {caches: ...}``).
 CACHE_BINDINGS = ("shared", "swapped")
+# Where a decoder's prompt is prefilled (``generate: {prefill: ...}``).
+PREFILLS = ("device", "cpu")
 
 
 @dataclass(frozen=True)
@@ -172,12 +174,16 @@ class GenerationLoop:
     """A decoder's generation loop (``generate:``): a prefill of ``prompt`` tokens, then
     ``steps`` greedy decode steps, each a run of the case. ``caches``: ``shared`` binds each
     present cache in its past cache's buffer (genai's static cache); ``swapped`` into a second
-    buffer set, which is the next step's past (the sets trade places every step)."""
+    buffer set, which is the next step's past (the sets trade places every step). ``prefill``:
+    ``device`` runs the prompt on the backend, uncaptured, before the decode steps (genai's
+    ``gpu_graph_id -1`` run); ``cpu`` leaves it to onnxruntime CPU, whose caches the first decode
+    step is fed."""
 
     prompt: int = 4
     steps: int = 4
     rewind: Rewind | None = None
     caches: str = "shared"
+    prefill: str = "device"
 
     @property
     def positions(self) -> int:

@@ -19,13 +19,28 @@ import numpy as np
 import onnx
 
 from runner.matrix import Case
-from runner.schedule import BASE, Feed, Variant, input_schedule
+from runner.schedule import BASE, PREFILL_DRAW, Feed, Variant, input_schedule
 from runner.suite.spec import DecoderParams, EncoderParams, GenerationLoop, InputSpec, Layout
 from runner.workload.decoder import build_decoder, cache_names, generate_reference
 from runner.workload.encoder import build_encoder
 from runner.workload.inputs import make_inputs, vary_given
 from runner.workload.optest import case_inputs, expected_outputs, op_test_model
 from runner.workload.variants import apply_layout
+
+
+@dataclass(frozen=True)
+class DeviceCache:
+    """A decoder's KV caches as they live on the device between a generator's runs (genai's
+    static cache). A graph's first run writes every input: its prefill's zeroed caches, or with
+    ``prefill: cpu`` onnxruntime CPU's after its prefill. Every later run of the graph writes all
+    but `inputs` and reads the caches its earlier runs left, which the backend carries (in
+    place, swapped, or copied). The CPU's caches in those runs' inputs are for the oracle only."""
+
+    inputs: tuple[str, ...]  # the past caches
+    # A run of this variant first zeroes the caches' positions from this length on (a rewind,
+    # which leaves them as onnxruntime CPU's loop has them)
+    rewinds: Mapping[Variant, int] = field(default_factory=dict)
+    prefill_shape: Mapping[str, int] = field(default_factory=dict)  # the dims of a prefill run
 
 
 @dataclass(frozen=True)
@@ -48,6 +63,7 @@ class Workload:
     # the two: a run's outputs go into the buffers its inputs do not use, which are the next
     # run's inputs (a decoder's swapped caches, onnxruntime-genai #2244).
     swapped: bool = False
+    device_cache: DeviceCache | None = None  # a decoder's: what its runs carry on the device
 
     def feeds(self, runs: int) -> tuple[Feed, ...]:
         """What each run gets: the schedule, or else `runs` runs of `inputs`."""
@@ -55,6 +71,19 @@ class Workload:
 
     def inputs_of(self, variant: Variant) -> Mapping[str, np.ndarray]:
         return self.variants.get(variant, self.inputs)
+
+    @property
+    def shared_shape(self) -> Mapping[str, int]:
+        """The dims every run has alike, which a session serving them all may pin: a device
+        prefill's prompt length leaves ``sequence_length`` out."""
+        prefill = self.device_cache.prefill_shape if self.device_cache is not None else {}
+        return {dim: v for dim, v in self.shape.items() if prefill.get(dim, v) == v}
+
+    def shape_of(self, variant: Variant) -> Mapping[str, int]:
+        """The dims pinned for `variant`'s run: a prefill's are the prompt's."""
+        if variant[1] == PREFILL_DRAW and self.device_cache is not None:
+            return self.device_cache.prefill_shape
+        return self.shape
 
     def all_variants(self) -> dict[Variant, Mapping[str, np.ndarray]]:
         """Every variant the runs use, BASE first (what the oracle computes)."""
@@ -110,35 +139,61 @@ def materialize(
 
 
 def _decoder_workload(case: Case, runs: int | None) -> Workload:
-    """A generation loop's decode steps, a run each: onnxruntime CPU prefills the prompt and
-    chooses every next token (greedy), so each backend is fed the same tokens; each run gets
-    its step's token, static mask and KV caches, and the last step runs twice (two replays of
-    one input, for the determinism check). With ``graphs: N``, N generators (prompts of their
-    own), graph g's steps as its variants (g, step), interleaved step by step. `runs` only asks
-    for the sequence: the loop sets it."""
+    """A generation loop, a run per step: the backend prefills the prompt (or onnxruntime CPU
+    does, with ``prefill: cpu``) and onnxruntime CPU chooses every next token (greedy), so each
+    backend is fed the same tokens; each decode step gets its token and static mask and reads
+    the KV caches the device holds (``DeviceCache``), and the last step runs twice (two replays
+    of one input, for the determinism check). With ``graphs: N``, N generators (prompts of their
+    own), graph g's steps as its variants (g, step), interleaved step by step, their prefills
+    first. `runs` only asks for the sequence: the loop sets it."""
     params, loop = case.model.decoder, case.model.loop
     variant = _decoder_variant(params, case.layout) if case.model.path is None else _file(case)
-    # the prefill is the CPU's alone
-    loops = [_decode_steps(variant.data, params, loop, graph)[1:] for graph in range(case.graphs)]
+    loops = [_decode_steps(variant.data, params, loop, graph) for graph in range(case.graphs)]
+    prefilled = loop.prefill == "device"
+    rewinds = {}
+    if loop.rewind is not None:  # decode step after+1 (draw `after`) follows the rewind
+        length = loop.prompt + loop.rewind.after - loop.rewind.by
+        rewinds = {(graph, loop.rewind.after): length for graph in range(case.graphs)}
+    prefill_shape = _dims_given(variant.model, loops[0][0].inputs) if prefilled else {}
     workload = _of_variant(
         variant,
         case,
-        dict(loops[0][0].inputs),
+        dict(loops[0][1].inputs),
         in_place={past.replace("past_key_values", "present"): past for past in cache_names(params)},
         swapped=loop.caches == "swapped",
+        device_cache=DeviceCache(
+            tuple(cache_names(params)),
+            rewinds,
+            prefill_shape,
+        ),
     )
     if runs is None:
         return workload
-    steps = len(loops[0])
+    steps = len(loops[0]) - 1
     draws = [*range(steps), steps - 1]
     schedule = tuple(Feed(graph, (graph, draw)) for draw in draws for graph in range(case.graphs))
     variants = {
-        (graph, draw): dict(loops[graph][draw].inputs)
+        (graph, draw): dict(loops[graph][draw + 1].inputs)
         for graph in range(case.graphs)
         for draw in range(steps)
     }
+    if prefilled:
+        prefills = tuple(Feed(graph, (graph, PREFILL_DRAW)) for graph in range(case.graphs))
+        schedule = prefills + schedule
+        variants.update({feed.variant: dict(loops[feed.graph][0].inputs) for feed in prefills})
     del variants[BASE]
     return dataclasses.replace(workload, schedule=schedule, variants=variants)
+
+
+def _dims_given(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """The values `inputs` give the symbolic dims of `model`'s inputs."""
+    return {
+        dim.dim_param: np.shape(inputs[tensor.name])[axis]
+        for tensor in model.graph.input
+        if tensor.name in inputs
+        for axis, dim in enumerate(tensor.type.tensor_type.shape.dim)
+        if dim.dim_param
+    }
 
 
 def _of_variant(

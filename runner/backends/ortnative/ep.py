@@ -43,6 +43,7 @@ from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
 from runner.oracle import compute_reference
 from runner.scenario.values import CREATE, RELEASE, RELEASE_GRAPH, RUN, ScenarioRun, StepRun
+from runner.schedule import Feed
 from runner.suite.spec import BufferModes
 from runner.verdicts import onnxruntime_lacks
 from runner.workload import Workload
@@ -257,8 +258,8 @@ class EpBackend:
         options = ort.SessionOptions()
         options.enable_mem_pattern = False  # the WebGPU EP's capture requires it
         options.log_severity_level = LOG_SEVERITY_INFO
-        if not dynamic:
-            for dim, value in workload.shape.items():
+        if not dynamic:  # a decoder's prefill runs at its own sequence length
+            for dim, value in workload.shared_shape.items():
                 options.add_free_dimension_override_by_name(dim, value)
         capture = capture and CAPTURE_OPTION_DROPPED not in faults
         provider_options = (
@@ -274,11 +275,17 @@ class EpBackend:
         runs, times, replayed, errors = [], [], [], []
         reruns, unrecorded = 0, set()
         shared = Shared(workload, faults, lambda: self._sessions.values())
+        caches = CarriedCaches(workload, case.capture)
         for index, feed in enumerate(feeds):
-            inputs = workload.inputs_of(feed.variant)
+            inputs = caches.inputs_to_write(feed)
             began = time.perf_counter()
             try:
-                ran = self._run_once(native, shared, feed.graph, inputs, case.buffers, case.capture)
+                if feed.prefill:
+                    ran = self._prefill(native, shared, feed, case.capture)
+                else:
+                    ran = self._run_once(
+                        native, shared, feed.graph, inputs, case.buffers, case.capture
+                    )
             except Refused as refused:
                 raise Refused(f"run {index + 1}: {refused}") from None
             except RunFailed as failed:
@@ -287,8 +294,9 @@ class EpBackend:
                 return BackendRun("error", runs=tuple(runs), message=message, trace=trace)
             times.append((time.perf_counter() - began) * 1e3)
             runs.append(ran.outputs)
+            caches.ran(feed, ran.outputs)
             errors += ran.errors
-            if case.capture:
+            if case.capture and not feed.prefill:
                 replayed.append(list(ran.replayed))
                 if ran.records and ran.replayed and created:
                     unrecorded.add(feed.graph)  # its first run replayed: nothing recorded
@@ -361,6 +369,44 @@ class EpBackend:
             binding.recorded = True
         return OneRun(outputs, records, tuple(replayed_graphs(lines)), logged_errors(lines))
 
+    def _prefill(self, native: NativeSession, shared: Shared, feed: Feed, capture: bool) -> OneRun:
+        """A decoder's prompt, uncaptured (run option ``gpu_graph_id`` -1, as genai runs it), on
+        the case's session. Under capture its IOBinding is its own, but its past caches and
+        present outputs are the values the graph's first decode step reads (made here when the
+        graph has no binding yet), so that step starts from the device's caches."""
+        workload = shared.workload
+        inputs = workload.inputs_of(feed.variant)
+        if not capture:
+            return self._run_once(native, shared, feed.graph, inputs, BufferModes(), False)
+        binding = self._binding(native, feed.graph, workload.inputs, shared)  # its shapes
+        if binding.sides:  # swapped: the side the first decode step reads
+            caches = binding.sides[binding.turns % 2][0]
+        else:
+            caches = {past: binding.outputs[present] for present, past in workload.in_place.items()}
+        io = native.session.io_binding()
+        for name, value in inputs.items():
+            array = np.ascontiguousarray(value)
+            if name in caches:
+                caches[name].update_inplace(array)
+                io.bind_ortvalue_input(name, caches[name])
+            else:
+                io.bind_cpu_input(name, array)
+        for name in workload.output_names:
+            if name in workload.in_place:
+                io.bind_ortvalue_output(name, caches[workload.in_place[name]])
+            else:
+                io.bind_output(name)  # onnxruntime allocates it
+        run_options = ort.RunOptions()
+        run_options.add_run_config_entry("gpu_graph_id", "-1")
+        try:
+            with ort_log() as lines:
+                native.session.run_with_iobinding(io, run_options)
+                values = io.copy_outputs_to_cpu()
+        except Exception as exc:
+            raise RunFailed(f"{type(exc).__name__}: {exc}", logged_errors(lines)) from None
+        outputs = dict(zip(workload.output_names, values, strict=True))
+        return OneRun(outputs, False, tuple(replayed_graphs(lines)), logged_errors(lines))
+
     def _value(self, native: NativeSession, shape, dtype) -> Any:
         return native.session.create_ortvalue_from_shape_and_type(list(shape), dtype, self.memory)
 
@@ -432,11 +478,44 @@ class EpBackend:
         borrowed = donor.graphs.get(graph) if donor and binding.recorded else None
         target, session = (borrowed, donor.session) if borrowed else (binding, native.session)
         for name, value in target.written.items():
-            value.update_inplace(np.ascontiguousarray(inputs[name]))
+            if name in inputs:  # a decoder's carried caches are not written
+                value.update_inplace(np.ascontiguousarray(inputs[name]))
         run_options = ort.RunOptions()
         run_options.add_run_config_entry("gpu_graph_id", str(graph))
         session.run_with_iobinding(target.io, run_options)
         return dict(zip(target.outputs, target.io.copy_outputs_to_cpu(), strict=True))
+
+
+class CarriedCaches:
+    """A decoder's KV caches from run to run (the workload's ``DeviceCache``). A graph's first
+    run writes every input. Under capture a later run writes all but the caches, which stay in
+    the values its binding shares between past and present; eagerly (numpy in and out) it is
+    fed the caches the graph's previous run returned. A rewind writes the previous run's
+    caches, read back, with the positions it drops zeroed (the Python API writes a value
+    whole). Without a device cache (an encoder) every run writes every input."""
+
+    def __init__(self, workload: Workload, capture: bool):
+        self.workload, self.capture = workload, capture
+        self.spec = workload.device_cache
+        self.last: dict[int, Mapping[str, np.ndarray]] = {}  # graph -> its last run's outputs
+
+    def inputs_to_write(self, feed: Feed) -> Mapping[str, np.ndarray]:
+        inputs = self.workload.inputs_of(feed.variant)
+        if self.spec is None or feed.graph not in self.last:
+            return inputs
+        own = {name: value for name, value in inputs.items() if name not in self.spec.inputs}
+        length = self.spec.rewinds.get(feed.variant)
+        if self.capture and length is None:
+            return own
+        last = self.last[feed.graph]
+        caches = {past: last[present].copy() for present, past in self.workload.in_place.items()}
+        if length is not None:
+            for cache in caches.values():
+                cache[:, :, length:] = 0
+        return own | caches
+
+    def ran(self, feed: Feed, outputs: Mapping[str, np.ndarray]) -> None:
+        self.last[feed.graph] = outputs
 
 
 def _donor(native: NativeSession, sessions: Iterable[NativeSession]) -> NativeSession | None:

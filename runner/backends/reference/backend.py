@@ -15,7 +15,8 @@ import onnxruntime as ort
 
 from runner.backends.base import BackendOptions, BackendRun, Diagnosis, Timings
 from runner.matrix import Case
-from runner.oracle import cpu_session
+from runner.oracle import CpuSessions
+from runner.schedule import BASE
 from runner.workload import Workload
 
 
@@ -44,10 +45,12 @@ class ReferenceBackend:
         names = list(workload.output_names)
         try:
             start = time.perf_counter()
-            session = cpu_session(workload.model, None if case.dynamic else workload.shape)
+            sessions = CpuSessions(workload, case.dynamic)
+            sessions.of(BASE)
             session_ms = (time.perf_counter() - start) * 1000
             for feed in workload.feeds(self.options.runs):
                 start = time.perf_counter()
+                session = sessions.of(feed.variant)
                 values = session.run(names, dict(workload.inputs_of(feed.variant)))
                 runs.append(dict(zip(names, values, strict=True)))
                 times.append((time.perf_counter() - start) * 1000)

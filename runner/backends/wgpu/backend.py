@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import wgpu
 import wgpu.backends.wgpu_native
 
@@ -26,7 +28,38 @@ from runner.backends.wgpu.trace import case_trace, logged_errors
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
 from runner.scenario.values import ScenarioRun
+from runner.schedule import BASE, Feed, Variant
 from runner.workload import Workload
+
+
+class DeviceKvCache:
+    """A decoder's KV caches kept in the session's buffers from run to run (the workload's
+    ``DeviceCache``): a prefill's present caches are copied into the graph's past buffers, a
+    decode step's into its own (wgpu's GroupQueryAttention writes present apart from past), a
+    rewind zeroes the positions it drops, and no run after a graph's first writes the caches
+    from the host. Without a device cache (an encoder) every run writes every input."""
+
+    def __init__(self, workload: Workload, session: Session):
+        self.workload, self.session = workload, session
+        self.spec = workload.device_cache
+        self.started: set[int] = set()  # graphs that have run
+
+    def inputs_to_write(self, feed: Feed) -> Mapping[str, np.ndarray]:
+        """What `feed`'s run writes from the host; a rewind's zeroing first."""
+        inputs = self.workload.inputs_of(feed.variant)
+        if self.spec is None or feed.graph not in self.started:
+            self.started.add(feed.graph)
+            return inputs
+        if feed.variant in self.spec.rewinds:
+            self.session.clear_from(self.spec.inputs, self.spec.rewinds[feed.variant], feed.graph)
+        return {name: value for name, value in inputs.items() if name not in self.spec.inputs}
+
+    def prefilled(self, feed: Feed, prefill: Session) -> None:
+        self.session.carry(self.workload.in_place, feed.graph, source=prefill)
+
+    def stepped(self, feed: Feed) -> None:
+        if self.spec is not None:
+            self.session.carry(self.workload.in_place, feed.graph)
 
 
 class WgpuBackend:
@@ -76,17 +109,19 @@ class WgpuBackend:
             device.device.destroy()
         self._devices.clear()
 
-    def _session(self, device: Device, workload: Workload, faults: Faults) -> tuple[Session, bool]:
-        shapes = sorted((k, v.shape, str(v.dtype)) for k, v in workload.inputs.items())
+    def _session(
+        self, device: Device, workload: Workload, faults: Faults, variant: Variant = BASE
+    ) -> tuple[Session, bool]:
+        """The session for `variant`'s shape (a decoder's prefill has one of its own), and
+        whether this call created it."""
+        inputs, dims = workload.inputs_of(variant), workload.shape_of(variant)
+        shapes = sorted((k, v.shape, str(v.dtype)) for k, v in inputs.items())
         model = hashlib.sha256(workload.model).hexdigest()
-        pinned = sorted(workload.shape.items())
         order, outputs = workload.uniform_order, workload.output_names
-        key = digest(model, shapes, pinned, order, outputs, faults.in_kernels)
+        key = digest(model, shapes, sorted(dims.items()), order, outputs, faults.in_kernels)
         if key in device.sessions:
             return device.sessions[key], False
-        plan = prepare(
-            workload.model, workload.inputs, order, outputs, workload.shape, faults.kernel
-        )
+        plan = prepare(workload.model, inputs, order, outputs, dims, faults.kernel)
         session = Session(device, plan, len(device.sessions) + 1)
         device.sessions[key] = session
         return session, True
@@ -103,20 +138,30 @@ class WgpuBackend:
         use_capture = case.capture and CAPTURE_FALLS_BACK_TO_EAGER not in faults
         captures: dict[int, tuple[Capture, bool]] = {}  # graph -> (capture, recorded here)
         feeds, seen = workload.feeds(self.options.runs), set()
+        cache = DeviceKvCache(workload, session)
         runs, times, replayed = [], [], [0, 0, 0]
         for index, feed in enumerate(feeds):
-            inputs = workload.inputs_of(feed.variant)
+            inputs = cache.inputs_to_write(feed)
             before = device.counters.snapshot()
             began_run = time.perf_counter()
+            if feed.prefill:
+                prefill = self._session(device, workload, faults, feed.variant)[0]
+                outputs, _ = prefill.run_eager(inputs)
+                cache.prefilled(feed, prefill)
+                times.append((time.perf_counter() - began_run) * 1e3)
+                runs.append(outputs)
+                continue
             records = feed.graph not in seen
             seen.add(feed.graph)
             if use_capture:
                 if records:
-                    captures[feed.graph] = session.capture(faults, feed.graph, inputs)
+                    recording_inputs = workload.inputs_of(feed.variant)
+                    captures[feed.graph] = session.capture(faults, feed.graph, recording_inputs)
                 capture = captures[feed.graph][0]
                 outputs, dispatches = session.replay(capture, inputs, index, case.buffers)
             else:
-                outputs, dispatches = session.run_eager(inputs)
+                outputs, dispatches = session.run_eager(inputs, feed.graph)
+            cache.stepped(feed)
             times.append((time.perf_counter() - began_run) * 1e3)
             runs.append(outputs)
             if not records:  # a graph's first run records; the rest replay

@@ -101,16 +101,20 @@ class Session:
             tuple((tensors[n].shape, tensors[n].dtype) for n in self.plan.outputs),
         )
 
-    def run_eager(self, inputs: Mapping[str, np.ndarray]) -> tuple[dict, tuple[Dispatch, ...]]:
-        self._write(self._input_buffers(), inputs)
+    def run_eager(
+        self, inputs: Mapping[str, np.ndarray], graph: int = 0
+    ) -> tuple[dict, tuple[Dispatch, ...]]:
+        """A run on `graph`'s IO buffers (a decoder's generators keep their caches apart);
+        inputs `inputs` leaves out keep what the buffers hold."""
+        self._write(self._input_buffers(graph), inputs)
         commands, dispatches = [], []
         for step, pipeline in zip(self.plan.steps, self.pipelines, strict=True):
-            uniform, tensors = self.device.uniform(step.uniform), self._bound(step)
+            uniform, tensors = self.device.uniform(step.uniform), self._bound(step, graph)
             bind_group = self.device.bind_group(pipeline, tensors, uniform)
             commands.append((pipeline.pipeline, bind_group, step.workgroups))
             dispatches.append(self._record(step, step.program, tensors, uniform))
         self._submit(commands)
-        return self._read(self._outputs()), tuple(dispatches)
+        return self._read(self._outputs(graph)), tuple(dispatches)
 
     def capture(
         self, faults: Faults, graph: int = 0, inputs: Mapping[str, np.ndarray] | None = None
@@ -159,7 +163,8 @@ class Session:
         buffers: BufferModes | None = None,
     ) -> tuple[dict, tuple[Dispatch, ...]]:
         """Run ``run`` of a capture case: no bind group created, no uniform written. A fresh
-        buffer per run (`buffers`) is copied into, or out of, the buffers the capture binds."""
+        buffer per run (`buffers`) is copied into, or out of, the buffers the capture binds.
+        Inputs `inputs` leaves out keep what the buffers hold."""
         recording = capture.recordings[run % len(capture.recordings)]
         buffers = buffers or BufferModes()
         copies_in = copies_out = ()
@@ -168,7 +173,8 @@ class Session:
                 self.device.buffer(b.gpu.size, f"s{self.number}/run-input") for b in capture.inputs
             ]
             self._write(fresh, inputs)
-            copies_in = tuple(zip(fresh, capture.inputs, strict=True))
+            pairs = zip(self.plan.inputs, fresh, capture.inputs, strict=True)
+            copies_in = tuple((new, own) for name, new, own in pairs if name in inputs)
         else:
             self._write(capture.inputs, inputs)
         outputs = capture.outputs
@@ -182,6 +188,30 @@ class Session:
             )
         self._submit(recording.commands, copies_in, copies_out)
         return self._read(outputs), recording.dispatches
+
+    def carry(self, pairs: Mapping[str, str], graph: int = 0, source: Session | None = None):
+        """Copy each output `pairs` names into its input's buffer (output -> input) on the
+        device, for the next run to read: a decoder's present caches into its past ones, from
+        `source`'s outputs (a prefill's session) or this session's own."""
+        outputs = self._outputs(graph) if source is None else source._outputs()
+        names = (source or self).plan.outputs
+        sources = {name: buffer for name, (buffer, _) in zip(names, outputs, strict=True)}
+        targets = dict(zip(self.plan.inputs, self._input_buffers(graph), strict=True))
+        copies = [(sources[output], targets[input]) for output, input in pairs.items()]
+        self._submit((), copies)
+
+    def clear_from(self, names: Sequence[str], length: int, graph: int = 0) -> None:
+        """Zero positions `length` on (axis 2) of the inputs `names` ([batch, heads, positions,
+        head_size] caches) in `graph`'s buffers: a decoder's rewind."""
+        targets = dict(zip(self.plan.inputs, self._input_buffers(graph), strict=True))
+        for name in names:
+            tensor = self.plan.tensors[self.plan.storage[name]]
+            batch, heads, positions, width = tensor.shape
+            row = 4 * width  # bytes of one position: the device holds 32-bit elements
+            zeros = np.zeros((positions - length) * row, np.uint8)
+            for block in range(batch * heads):
+                offset = (block * positions + length) * row
+                self.device.device.queue.write_buffer(targets[name].gpu, offset, zeros)
 
     def _recording(
         self, programs: Sequence[Program], bound: Callable[[Step], list[Buffer]]
@@ -271,6 +301,8 @@ class Session:
 
     def _write(self, buffers: Sequence[Buffer], inputs: Mapping[str, np.ndarray]) -> None:
         for name, buffer in zip(self.plan.inputs, buffers, strict=True):
+            if name not in inputs:
+                continue
             data = to_device(inputs[name], name)
             if data.size:
                 self.device.device.queue.write_buffer(buffer.gpu, 0, data)
