@@ -1,14 +1,15 @@
 """Explore's pace and what it finds, per backend target: the table in docs/commands.md#explore.
 
-`python bench/explore.py [--target TARGET[=BUDGET] ...] [--budget 3m] [--inject FAULT]
-[--seed 1] [--ort-web-version 1.30.0] [SUITE --filter model=GLOB]` runs ``explore`` on each
-target (default: wgpu and ort-web's jsep, webgpu and jspi builds) for its budget, with a canary
-fault injected (default ``input-snapshot-at-capture``), over an example database of its own in a
-temporary folder (the cache's would replay earlier findings at the first scenario). It prints a
-Markdown row per target: scenarios tried, steps per second, scenarios per 10 minutes at that
-pace (extrapolated), and each finding's verdict, time to first seen and the steps it was shrunk
-to. The pace counts the whole explore, shrinking past the budget included. One run on one
-machine; read it with the machine's load in mind.
+`python bench/explore.py [--target TARGET[=BUDGET] ...] [--budget 3m] [--inject FAULT] [--seed
+1] [--ort-web-version 1.30.0] [--found DIR] [SUITE --filter model=GLOB]` runs ``explore`` on
+each target (default: wgpu and ort-web's jsep, webgpu and jspi builds) for its budget, with a
+canary fault injected (default ``input-snapshot-at-capture``), over an example database of its
+own in a temporary folder (the cache's would replay earlier findings at the first scenario). It
+prints a Markdown row per target: scenarios tried, steps per second, scenarios per 10 minutes at
+that pace (extrapolated), and each finding's verdict, time to first seen and the steps it was
+shrunk to. The pace counts the whole explore, shrinking past the budget included. Findings go in
+a folder per target under ``--found DIR`` (default: the temporary folder, deleted). One run on
+one machine; read it with the machine's load in mind.
 """
 
 from __future__ import annotations
@@ -47,14 +48,14 @@ def parse_target(text: str, budget_s: float) -> Target:
     return Target(backend, parse_duration(budget) if budget else budget_s)
 
 
-def explored(target: Target, args: argparse.Namespace, databases: Path) -> Explored:
+def explored(target: Target, args: argparse.Namespace, folder: Path) -> Explored:
     versions = {"ort-web": tuple(args.ort_web_version)}
     selection = Selection(tuple(args.suites), (), (target.backend,), versions, tuple(args.filter))
     inject = frozenset(args.inject)
     space = explore_space(selection, inject)
-    out = databases / "found" / target.backend.replace(":", "-")
+    out = (args.found or folder / "found") / target.backend.replace(":", "-")
     request = ExploreRequest(
-        space, target.budget_s, out, BackendOptions(inject=inject), args.seed, databases
+        space, target.budget_s, out, BackendOptions(inject=inject), args.seed, folder
     )
     return explore(request, lambda text: print(text, file=sys.stderr))
 
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--inject", action="append", default=[])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--ort-web-version", action="append", default=[])
+    parser.add_argument("--found", type=Path, help="keep findings here (default: deleted)")
     args = parser.parse_args(argv)
     args.filter = args.filter or ["model=encoder-small"]
     args.inject = args.inject or ["input-snapshot-at-capture"]

@@ -285,7 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=600.0,
         metavar="TIME",
         help="how long to explore: 90s, 10m, 1h or seconds (default 10m); a failure found "
-        "in it may overrun it by a quarter (at least 30 s) to shrink",
+        "in it may overrun it to shrink, by a quarter (at least 30 s) or as long as 40 "
+        "scenarios took, if longer",
     )
     explore.add_argument("--seed", type=int, help="Hypothesis's seed (default: random)")
     explore.add_argument(

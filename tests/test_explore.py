@@ -25,9 +25,17 @@ from runner.errors import ExitCode
 from runner.explore import explorer
 from runner.explore.machine import machine_factory
 from runner.explore.space import ExploredModel, Space
-from runner.scenario.values import ACTIONS, RELEASE_GRAPH, RUN, ScenarioRun
+from runner.scenario.values import (
+    ACTIONS,
+    CREATE,
+    RELEASE,
+    RELEASE_GRAPH,
+    RUN,
+    ScenarioRun,
+    ScenarioStep,
+)
 from runner.suite.loader import load_suite
-from runner.suite.scenarios import scenario_entry
+from runner.suite.scenarios import Scenario, ScenarioSession, scenario_entry
 from runner.suite.spec import BackendTarget
 
 REPO = Path(__file__).resolve().parents[1]
@@ -179,6 +187,45 @@ def test_clean_wgpu_finds_nothing_in_a_short_budget(suite_file, tmp_path):
     examples = int(explored.stderr.split("explored ")[1].split()[0])
     assert examples > 20
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("cut_message", "steps"),
+    [("RuntimeError: unreachable", 1), ("RuntimeError: memory access out of bounds", 3)],
+)
+def test_a_finding_is_cut_after_its_failing_step_only_when_the_cut_fails_alike(
+    suite_file, tmp_path, cut_message, steps
+):
+    """A failure at a scenario's first step, with two steps after it: the cut scenario is run
+    once, and kept only if it fails as the whole one did (the same error text)."""
+    ran = []
+
+    class FirstRunFails:
+        def run_scenario(self, plan):
+            ran.append(len(plan.scenario.steps))
+            whole = len(plan.scenario.steps) == 3
+            return ScenarioRun("error", "RuntimeError: unreachable" if whole else cut_message)
+
+    suite = load_suite(suite_file)
+    explored_model = ExploredModel(suite, suite.models[0], suite.shapes[0])
+    target = BackendTarget("wgpu")
+    space = Space((explored_model,), target, REGISTRY["wgpu"].scenario_actions)
+    request = explorer.ExploreRequest(space, 60.0, tmp_path, BackendOptions())
+    examine = explorer._Examiner(request, FirstRunFails(), lambda text: None)
+    scenario = Scenario(
+        "explored-3-steps",
+        explored_model.model,
+        explored_model.shape,
+        (ScenarioSession("s1"),),
+        (ScenarioStep(RUN, "s1"), ScenarioStep(RELEASE, "s1"), ScenarioStep(CREATE, "s1")),
+        (target,),
+    )
+    failure = examine.outcome(explored_model, scenario)
+    assert failure.failing_step == 0
+    cut = examine.cut(failure)
+    assert [step.action for step in cut.scenario.steps] == [RUN, RELEASE, CREATE][:steps]
+    assert cut.scenario.name == f"explored-{steps}-steps"
+    assert examine.cut(failure) == cut and ran == [3, 1]  # each scenario runs once
 
 
 def test_a_backend_that_skips_scenarios_stops_explore_at_once(

@@ -45,7 +45,7 @@ def no_npm(tmp_path) -> dict[str, str]:
 def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     validated = regress("validate", "suites", env=no_npm)
     assert validated.returncode == 0, validated.stderr
-    assert validated.stdout == "ok: 12 suite(s), 290 case(s)\n"
+    assert validated.stdout == "ok: 13 suite(s), 290 case(s)\n"
     notes = validated.stderr.splitlines()
     assert notes == [
         "note: suites/bugs/ort-27068-destroyed-buffer-dev.yaml:23:14: ort-web version "

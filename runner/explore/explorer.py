@@ -145,7 +145,7 @@ class _Examiner:
         return self.outcomes[key]
 
     def _keep(self, failure: Failure, now: float) -> None:
-        """Tally a failure seen for the first time: its kind, and its scenario if shortest."""
+        """Tally a failing scenario just run: its kind if new, and it if its kind's shortest."""
         kind, steps = failure.kind, len(failure.scenario.steps)
         if kind not in self.first_seen:
             self.first_seen[kind] = (self.examples, now - self.began)
