@@ -188,12 +188,48 @@ def test_every_decode_step_is_judged_and_the_canaries_fire_on_wgpu(tmp_path):
     assert {r["verdict"] for r in clean} == {"pass"} and len(clean) == 16
     lengths = found["frozen-lengths", "layout=default", "capture"]
     assert lengths["verdict"] == "capture-mismatch"
-    # run 1 is the prefill, run 2 records, run 3 is the first replay
-    assert "differs from eager in run 3 of 6" in lengths["message"]
+    # the canaries prefill on the CPU (as on ort-web): run 1 records, run 2 is the first replay
+    assert "differs from eager in run 2 of 5" in lengths["message"]
     cache = found["frozen-cache", "layout=default", "capture"]
     assert cache["verdict"] == "capture-mismatch"
-    assert "(runs differ from run 3)" in cache["message"], cache["message"]
+    assert "(runs differ from run 2)" in cache["message"], cache["message"]
     assert found["frozen-cache", "layout=default", "eager"]["verdict"] == "pass"
+
+
+DEVICE_PREFILL_CANARIES = """
+models:
+  frozen-lengths: &llama
+    builtin: decoder
+    max_length: 16
+    generate: {prompt: 4, steps: 4}
+  frozen-cache: *llama
+backends: [wgpu]
+cases:
+  - match: {model: frozen-lengths, capture: capture}
+    inject: [lengths-frozen-at-capture]
+    expect: capture-mismatch
+  - match: {model: frozen-cache, capture: capture}
+    inject: [cache-frozen-at-capture]
+    expect: capture-mismatch
+"""
+
+
+@pytest.mark.gpu
+def test_the_decoder_faults_fire_after_a_device_prefill_on_wgpu(write_suite, tmp_path):
+    """With the prefill on the device (run 1) the canaries' faults still show from the first
+    replay (run 3), and their eager twins pass."""
+    out = tmp_path / "out"
+    proc = regress("run", write_suite(DEVICE_PREFILL_CANARIES), "--out", out, "--no-localize")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [results] = out.glob("runs/*/results.jsonl")
+    found = {}
+    for line in results.read_text().splitlines():
+        result = json.loads(line)
+        found[result["model"], result["capture"]] = result
+    assert found["frozen-lengths", "capture"]["verdict"] == "capture-mismatch"
+    assert "differs from eager in run 3 of 6" in found["frozen-lengths", "capture"]["message"]
+    assert "(runs differ from run 3)" in found["frozen-cache", "capture"]["message"]
+    assert {found[m, "eager"]["verdict"] for m in ("frozen-lengths", "frozen-cache")} == {"pass"}
 
 
 # The canaries on ort-web, on a version and build where a decoder's capture replays

@@ -27,3 +27,14 @@ def test_a_graph_that_records_nothing_is_named_only_when_it_could_have_recorded(
     assert build_trace(ignored, graphs=[0, 1, 0, 1]).unrecorded_graphs == ()  # eager
     reused = result(0, 0, 0, 0, reused=True)  # a revisit replays what an earlier case recorded
     assert build_trace(reused, graphs=[0, 1, 0, 1], capture=True).unrecorded_graphs == ()
+
+
+def test_a_prefill_is_neither_a_graphs_first_run_nor_a_replay():
+    """A decoder's prefill (graph None, uncaptured) makes bind groups of its own; the decode
+    step after it records and the later ones replay."""
+    trace = build_trace(result(21, 19, 0, 0), graphs=[None, 0, 0, 0], capture=True)
+    assert trace.bind_groups_created == 40 and trace.replay_bind_groups_created == 0
+    assert trace.unrecorded_graphs == ()
+    # two generators: the prefills' bind groups are no record of graph 1's
+    two = build_trace(result(21, 21, 19, 0, 0, 0), graphs=[None, None, 0, 1, 0, 1], capture=True)
+    assert two.unrecorded_graphs == (1,)

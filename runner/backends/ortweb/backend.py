@@ -331,7 +331,7 @@ class OrtWebBackend:
                 for name, array in workload.inputs.items()
             ],
             "variants": urls,
-            "schedule": [[feed.graph, variants.index(feed.variant)] for feed in feeds],
+            "schedule": [[f.graph, variants.index(f.variant), f.prefill] for f in feeds],
             "graphs": case.graphs,
             "outputNames": list(workload.output_names),
             "buffers": {"inputs": case.buffers.inputs, "outputs": case.buffers.outputs},
@@ -339,13 +339,29 @@ class OrtWebBackend:
             "keepSession": case.revisited,
             "faults": sorted(case.inject & DESCRIPTOR.faults.keys()),
         }
-        if not case.dynamic:
-            spec["freeDimensionOverrides"] = dict(workload.shape)
+        if not case.dynamic:  # a decoder's prefill runs at its own sequence length
+            spec["freeDimensionOverrides"] = dict(workload.shared_shape)
         if outputs is not None:
             spec["outputs"] = outputs
         if case.capture and workload.in_place:
             spec["inPlace"] = dict(workload.in_place)
             spec["swapped"] = workload.swapped
+        cache = workload.device_cache
+        if cache is not None:
+            spec["deviceCache"] = {
+                "caches": {past: present for present, past in workload.in_place.items()},
+                "rewinds": {
+                    variants.index(v): n for v, n in cache.rewinds.items() if v in variants
+                },
+            }
+            prefill = next((feed.variant for feed in feeds if feed.prefill), None)
+            if prefill is not None:
+                spec["prefillInputs"] = [
+                    {"name": name, "type": array.dtype.name, "dims": np.shape(array)}
+                    for name, array in workload.inputs_of(prefill).items()
+                ]
+                if case.capture:
+                    spec["prefillOutputs"] = output_specs(workload, workload.shape_of(prefill))
         return spec, registered
 
 
@@ -353,7 +369,8 @@ def _backend_run(
     result: Mapping[str, Any], workload: Workload, details: dict, case: Case
 ) -> BackendRun:
     feeds = workload.feeds(len(result.get("records") or ()))
-    trace = build_trace(result, [feed.graph for feed in feeds], case.capture)
+    graphs = [None if feed.prefill else feed.graph for feed in feeds]
+    trace = build_trace(result, graphs, case.capture)
     details = {**details, "warnings": list(dict.fromkeys(result.get("warnings", ())))}
     if result["status"] != "ok":
         message = result["message"]
@@ -402,15 +419,17 @@ def _array(output: Mapping[str, Any]) -> np.ndarray:
     return np.frombuffer(data, dtype=np.dtype(output["type"])).reshape(output["dims"])
 
 
-def output_specs(workload: Workload) -> list[dict[str, Any]]:
+def output_specs(workload: Workload, dims: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
     """Name, type and static dims of each output, for pre-allocated output buffers: as the model
-    declares them with the case's dims pinned, else as ONNX shape inference finds them (it
-    cannot see through contrib ops). Raises ValueError if both leave one open."""
+    declares them with the case's dims (or `dims`: a decoder's prefill's) pinned, else as ONNX
+    shape inference finds them (it cannot see through contrib ops). Raises ValueError if both
+    leave one open."""
     model = onnx.load_from_string(workload.model)
+    pinned = workload.shape if dims is None else dims
     for value in (*model.graph.input, *model.graph.output):
         for dim in value.type.tensor_type.shape.dim:
-            if dim.HasField("dim_param") and dim.dim_param in workload.shape:
-                dim.dim_value = workload.shape[dim.dim_param]
+            if dim.HasField("dim_param") and dim.dim_param in pinned:
+                dim.dim_value = pinned[dim.dim_param]
     declared = {value.name: value for value in model.graph.output}
     inferred = onnx.shape_inference.infer_shapes(model, data_prop=True).graph.output
     specs = []

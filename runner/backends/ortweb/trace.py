@@ -34,15 +34,19 @@ def _count(records: Iterable[Mapping[str, Any]], name: str) -> int:
 
 
 def build_trace(
-    result: Mapping[str, Any], graphs: Sequence[int] = (), capture: bool = False
+    result: Mapping[str, Any], graphs: Sequence[int | None] = (), capture: bool = False
 ) -> Trace:
     """The Trace of a case that ran: counts over its runs (``replay_*``: every run but each
-    graph's first, `graphs` being each run's graph), dispatches of the last run. Under capture, a
-    graph whose first run in a new session created no bind group recorded nothing."""
+    graph's first, `graphs` being each run's graph, None for a run outside capture: a decoder's
+    prefill), dispatches of the last run. Under capture, a graph whose first run in a new
+    session created no bind group recorded nothing."""
     records = result.get("records") or []
     graphs = list(graphs) or [0] * len(records)
-    firsts = {graph: graphs.index(graph) for graph in dict.fromkeys(graphs[: len(records)])}
-    replays = [r for i, r in enumerate(records) if i not in firsts.values()]
+    captured = [graph for graph in graphs[: len(records)] if graph is not None]
+    firsts = {graph: graphs.index(graph) for graph in dict.fromkeys(captured)}
+    replays = [
+        r for i, r in enumerate(records) if i not in firsts.values() and graphs[i] is not None
+    ]
     recorded = {g: _count([records[i]], "createBindGroup") > 0 for g, i in firsts.items()}
     unrecorded = ()
     if capture and not result.get("reusedSession") and any(recorded.values()):

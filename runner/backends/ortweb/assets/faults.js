@@ -48,6 +48,7 @@
   // the order the captures recorded: the earliest alive capture is where a stale entry comes from.
   const captured = new Map();
   let recording = null; // the capture session recording now (see beginRecording)
+  let suspended = null; // the recording a run outside capture set aside (suspend)
   // input buffer -> {session, graph, slot, first graph, name}, as the harness made them (`inputs`)
   const inputOf = new WeakMap();
   const graphInputs = new Map(); // session -> Map(graph -> the graph's first input buffers)
@@ -292,6 +293,16 @@
       buffers.forEach((buffer, slot) => {
         inputOf.set(buffer, {session, graph, slot, first, name: names[slot]});
       });
+    },
+    /** A run outside capture starts (a decoder's prefill): no fault touches it. */
+    suspend() {
+      suspended = recording;
+      recording = null;
+    },
+    /** That run ended: the recording, if any, goes on. */
+    resume() {
+      recording = suspended;
+      suspended = null;
     },
     /** A run of the session starts. */
     startRun() {

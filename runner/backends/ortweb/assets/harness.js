@@ -131,9 +131,22 @@ const reader = (buffer, output) => async () => {
   }
 };
 
-/** GPU tensors over `buffers`, one per input of the case. */
-const feedsOver = (spec, buffers) => Object.fromEntries(spec.inputs.map((input, i) => [
-  input.name, ort.Tensor.fromGpuBuffer(buffers[i], {dataType: input.type, dims: input.dims})]));
+/** GPU tensors over `buffers`, one per input of `inputs` (the case's, by default). */
+const feedsOver = (spec, buffers, inputs = spec.inputs) => Object.fromEntries(inputs.map(
+  (input, i) => [input.name, ort.Tensor.fromGpuBuffer(buffers[i], {dataType: input.type, dims: input.dims})]));
+
+/** Pre-allocated GPU tensors for `outputs` and their readers: [fetches, readers]. */
+const outputsOver = (entry, outputs) => {
+  const fetches = {};
+  const readers = {};
+  for (const output of outputs) {
+    const buffer = gpuBuffer(entry, byteLength(output));
+    readers[output.name] = reader(buffer, output);
+    fetches[output.name] = ort.Tensor.fromGpuBuffer(
+      buffer, {dataType: output.type, dims: output.dims, download: readers[output.name]});
+  }
+  return [fetches, readers];
+};
 
 /**
  * Outputs written in place into an input's buffer among `buffers` (a decoder's present KV
@@ -180,34 +193,53 @@ const graphTensors = (entry, spec, graph) => {
   }
   if (spec.outputs && (!known || spec.buffers.outputs === 'fresh')) {
     // The harness reads the buffers itself: getData would turn a kept tensor into a CPU one.
-    held.fetches = {};
-    held.readers = {};
-    for (const output of spec.outputs.filter((o) => !(spec.inPlace || {})[o.name])) {
-      const buffer = gpuBuffer(entry, byteLength(output));
-      held.readers[output.name] = reader(buffer, output);
-      held.fetches[output.name] = ort.Tensor.fromGpuBuffer(
-        buffer, {dataType: output.type, dims: output.dims, download: held.readers[output.name]});
-    }
+    [held.fetches, held.readers] = outputsOver(
+      entry, spec.outputs.filter((o) => !(spec.inPlace || {})[o.name]));
   }
   entry.graphs.set(graph, held);
   return held;
 };
 
+/** CPU tensors of `inputs` (name, type, dims) over `bytes`. */
+const cpuFeeds = (inputs, bytes) => Object.fromEntries(inputs.map((input, i) => [
+  input.name, new ort.Tensor(input.type, new TYPED_ARRAYS[input.type](bytes[i]), input.dims)]));
+
+/** Zero positions `length` on (axis 2) of a [batch, heads, positions, width] float32 cache. */
+const zeroFrom = (array, dims, length) => {
+  const [batch, heads, positions, width] = dims;
+  for (let block = 0; block < batch * heads; block++) {
+    array.fill(0, (block * positions + length) * width, (block + 1) * positions * width);
+  }
+};
+
+/** The same, in a GPU buffer holding such a cache. */
+const zeroFromInBuffer = (buffer, dims, length) => {
+  const [batch, heads, positions, width] = dims;
+  const zeros = new Uint8Array((positions - length) * width * 4);
+  for (let block = 0; block < batch * heads; block++) {
+    ort.env.webgpu.device.queue.writeBuffer(buffer, (block * positions + length) * width * 4, zeros);
+  }
+};
+
 /**
  * One run's feeds and fetches for graph `graph` and input `bytes`: CPU tensors (eager, dynamic),
- * or the graph's GPU tensors with `bytes` written into their buffers (capture).
+ * or the graph's GPU tensors with `bytes` written into their buffers (capture); a null in `bytes`
+ * leaves that buffer as it is (a decoder's KV cache), `clearFrom` zeroes the positions of those
+ * caches from that length on (a rewind).
  */
-const runArguments = (entry, spec, graph, bytes) => {
+const runArguments = (entry, spec, graph, bytes, clearFrom) => {
   if (spec.mode !== 'capture') {
-    const feeds = {};
-    spec.inputs.forEach((input, i) => {
-      feeds[input.name] = new ort.Tensor(input.type, new TYPED_ARRAYS[input.type](bytes[i]), input.dims);
-    });
-    return {feeds, fetches: spec.outputNames};
+    return {feeds: cpuFeeds(spec.inputs, bytes), fetches: spec.outputNames};
   }
   const held = graphTensors(entry, spec, graph);
   const side = held.swap && held.turn++ % 2 ? held.swap : held; // swapped: every other run
-  side.inputBuffers.forEach((buffer, i) => writeInput(buffer, bytes[i]));
+  side.inputBuffers.forEach((buffer, i) => {
+    if (bytes[i]) {
+      writeInput(buffer, bytes[i]);
+    } else if (clearFrom !== undefined) {
+      zeroFromInBuffer(buffer, spec.inputs[i].dims, clearFrom);
+    }
+  });
   if (!spec.inPlace) {
     return {
       feeds: held.feeds,
@@ -224,6 +256,71 @@ const runArguments = (entry, spec, graph, bytes) => {
     readers: {...held.readers, ...side.inPlaceReaders},
     inputs: side.inputBuffers,
   };
+};
+
+/**
+ * A decoder's prefill: the prompt's inputs (`spec.prefillInputs`, CPU tensors) at its own
+ * sequence length, uncaptured. Under capture (run option gpu_graph_id -1, as onnxruntime-genai
+ * runs its prompt) its KV caches are the graph's GPU buffers that its first decode step reads,
+ * zeroed by `bytes` and written in place, so that step starts from the caches the device wrote.
+ */
+const prefillArguments = (entry, spec, graph, bytes) => {
+  if (spec.mode !== 'capture') {
+    return {feeds: cpuFeeds(spec.prefillInputs, bytes), fetches: spec.outputNames};
+  }
+  // A capture session takes GPU buffers only, a run outside capture too (measured on 1.30.0):
+  // the prompt's own inputs and outputs get buffers of the graph's, made once.
+  const held = graphTensors(entry, spec, graph);
+  if (!held.prefill) {
+    const buffers = spec.prefillInputs.map((input) => gpuBuffer(entry, byteLength(input)));
+    const outputs = spec.prefillOutputs.filter((o) => !spec.inPlace[o.name]);
+    const [fetches, readers] = outputsOver(entry, outputs);
+    held.prefill = {buffers, feeds: feedsOver(spec, buffers, spec.prefillInputs), fetches, readers};
+  }
+  const reads = held.swap && held.turn % 2 ? held.swap : held; // what the next decode step reads
+  const caches = new Set(Object.values(spec.inPlace));
+  const feeds = {...held.prefill.feeds};
+  spec.prefillInputs.forEach((input, i) => {
+    if (caches.has(input.name)) {
+      writeInput(reads.inputBuffers[spec.inputs.findIndex((own) => own.name === input.name)], bytes[i]);
+      feeds[input.name] = reads.feeds[input.name];
+    } else {
+      writeInput(held.prefill.buffers[i], bytes[i]);
+    }
+  });
+  // the tensors that write into those buffers in place
+  const into = held.swap && reads === held ? held.swap : held;
+  return {
+    feeds,
+    fetches: {...held.prefill.fetches, ...into.inPlace},
+    readers: {...held.prefill.readers, ...into.inPlaceReaders},
+    inputs: reads.inputBuffers,
+    options: {extra: {gpu_graph_id: '-1'}},
+  };
+};
+
+/**
+ * What run `bytes` writes under a decoder's KV caches kept on the device (`spec.deviceCache`):
+ * a graph's first run writes every input; later ones leave the caches to what the graph's earlier
+ * runs wrote: kept in their GPU buffers (capture: null), or fed as the previous run returned them
+ * (eager), a rewind's dropped positions zeroed.
+ */
+const carriedBytes = (spec, bytes, previous, clearFrom) => {
+  const caches = spec.deviceCache.caches; // past -> present
+  return bytes.map((data, i) => {
+    const input = spec.inputs[i];
+    if (!previous || !(input.name in caches)) {
+      return data;
+    }
+    if (spec.mode === 'capture') {
+      return null;
+    }
+    const cache = previous[caches[input.name]].slice();
+    if (clearFrom !== undefined) {
+      zeroFrom(cache, input.dims, clearFrom);
+    }
+    return cache.buffer;
+  });
 };
 
 /**
@@ -268,9 +365,9 @@ const createSession = async (spec) => {
 };
 
 /** A failed run, numbered; `capture-unsupported` where the build refuses a buffer or graph. */
-const runFailure = (spec, index, graph, error) => {
+const runFailure = (spec, index, graph, error, prefill = false) => {
   const message = String(error && error.message ? error.message : error).replace(/\s+/g, ' ');
-  const where = spec.graphs > 1 ? ` (gpu_graph_id ${graph})` : '';
+  const where = (prefill ? ', the prefill' : '') + (spec.graphs > 1 ? ` (gpu_graph_id ${graph})` : '');
   const failure = new Error(`run ${index + 1}${where}: ${message}`);
   // JSEP: "Registering a different external buffer under graph capture mode is not supported";
   // the C++ EP's GroupQueryAttention: "Graph capture requires past/present KV cache to share the
@@ -294,23 +391,37 @@ const runSession = async (entry, spec) => {
   const times = [];
   const outputBuffers = [];
   const inputBuffers = new Set();
-  for (const [i, [graph, variant]] of spec.schedule.entries()) {
+  const lastRuns = new Map(); // graph -> its last run's outputs by name (a decoder's caches)
+  for (const [i, [graph, variant, prefill]] of spec.schedule.entries()) {
     const last = i === spec.schedule.length - 1;
     const start = performance.now();
-    const {feeds, fetches, readers, inputs} = runArguments(entry, spec, graph, variants[variant]);
+    let bytes = variants[variant];
+    const clearFrom = spec.deviceCache && spec.deviceCache.rewinds[variant];
+    if (spec.deviceCache) {
+      bytes = carriedBytes(spec, bytes, lastRuns.get(graph), clearFrom);
+    }
+    const {feeds, fetches, readers, inputs, options} = prefill
+      ? prefillArguments(entry, spec, graph, bytes)
+      : runArguments(entry, spec, graph, bytes, clearFrom);
+    const runOptions = options || (spec.graphs > 1 ? {extra: {gpu_graph_id: String(graph)}} : null);
     (inputs || []).forEach((buffer) => inputBuffers.add(tracer.bufferId(buffer)));
     tracer.begin('run', {dispatches: last});
-    faults.startRun();
+    // a prefill is no capture run: no fault touches it, and it counts for none of the recording
+    faults[prefill ? 'suspend' : 'startRun']();
     let results;
     try {
-      results = await (spec.graphs > 1
-        ? entry.session.run(feeds, fetches, {extra: {gpu_graph_id: String(graph)}})
+      results = await (runOptions
+        ? entry.session.run(feeds, fetches, runOptions)
         : entry.session.run(feeds, fetches));
     } catch (error) {
       tracer.end();
-      throw runFailure(spec, i, graph, error);
+      throw runFailure(spec, i, graph, error, prefill);
     } finally {
-      faults.endRun(spec.sessionName);
+      if (prefill) {
+        faults.resume();
+      } else {
+        faults.endRun(spec.sessionName);
+      }
     }
     const ran = performance.now() - start;
     records.push(tracer.end());
@@ -346,12 +457,15 @@ const runSession = async (entry, spec) => {
         liveOutputs.delete(tensor);
       }
     }
-    times.push(ran + performance.now() - readStart);
+    if (!prefill) { // not a step: its time is in no step's timing
+      times.push(ran + performance.now() - readStart);
+    }
     const outputs = {};
     for (const [outputName, tensor, data] of tensors) {
       outputs[outputName] = {type: tensor.type, dims: tensor.dims, data: toBase64(data)};
     }
     runs.push(outputs);
+    lastRuns.set(graph, Object.fromEntries(tensors.map(([name, , data]) => [name, data])));
   }
   return {runs, records, outputBuffers, inputBuffers: [...inputBuffers], times};
 };
