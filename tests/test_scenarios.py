@@ -213,6 +213,27 @@ def test_the_held_output_type_error_on_the_pinned_cpp_build(tmp_path):
     )
 
 
+@pytest.mark.browser
+def test_an_output_disposed_after_its_release_is_named_the_clean_ups_error(tmp_path):
+    """The C++ builds trap when the page's clean-up disposes an output held past its session's
+    release: every step is reported and the error named as the clean-up's (suites/bugs)."""
+    code, result = _run(
+        REPO / "suites" / "bugs" / "ort-output-after-release.yaml",
+        tmp_path,
+        "--backend",
+        "ort-web:webgpu",
+        "--filter",
+        "capture-output-disposed-after-release",
+        "--no-localize",
+    )
+    assert (code, result["verdict"], result["outcome"]) == (0, "error", "expected")
+    assert result["message"] == (
+        "step 2 (release: s1, line 32): the clean-up after the last step failed, disposing the "
+        "outputs s1 held: null function"
+    )
+    assert result["trace"]["steps"] == 2
+
+
 ORT_WEB_STEPS = """      - run: c
       - run: e
       - run: c
