@@ -208,7 +208,7 @@ def test_the_held_output_type_error_on_the_pinned_cpp_build(tmp_path):
     )
     assert (code, result["verdict"], result["outcome"]) == (0, "error", "expected")
     assert result["message"] == (
-        "step 3 (run: preallocated, line 32): Cannot set properties of undefined "
+        "step 3 (run: preallocated, line 36): Cannot set properties of undefined "
         "(setting 'Symbol(gpuBufferMetadata)')"
     )
 

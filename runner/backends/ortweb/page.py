@@ -23,7 +23,8 @@ KILL_GRACE_S = 5.0  # beyond a case's timeout, before a stuck renderer is killed
 
 
 def _context_model() -> bytes:
-    """The page's own session's model (harness.js ``contextSession``): one Relu of a float."""
+    """The model of the page's own session (harness.js ``contextSession``), which keeps ORT's
+    WebGPU context between cases: one Relu of a float."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "context", [x], [y])
@@ -62,6 +63,7 @@ class BundlePage:
         self._ran = False  # whether a case or scenario ran since the page was loaded
         self.adapter: dict[str, Any] | None = None  # the WebGPU adapter the page saw at load
         self.sequence: Any = None  # the layout-change sequence whose sessions the page holds
+        self._context_model: str | None = None  # its server path while the page is loaded
 
     @property
     def is_open(self) -> bool:
@@ -157,6 +159,9 @@ class BundlePage:
                 pass  # already gone with its renderer
         self._page = None
         self.sequence = None
+        if self._context_model is not None:
+            self._server.unregister(self._context_model)
+            self._context_model = None
 
     def _load(self) -> Page:
         """The page, loaded within LOAD_TIMEOUT_S: past it Chromium is killed (a wedged GPU
@@ -177,7 +182,7 @@ class BundlePage:
 
         watchdog = threading.Timer(LOAD_TIMEOUT_S, kill_hung_browser)
         watchdog.start()
-        context_model = self._server.register(CONTEXT_MODEL)
+        self._context_model = self._server.register(CONTEXT_MODEL)  # until close()
         failure = None
         try:
             self._page = page = self._context.new_page()
@@ -185,13 +190,12 @@ class BundlePage:
             page.set_default_timeout((LOAD_TIMEOUT_S + KILL_GRACE_S) * 1000)  # the watchdog first
             page.goto(self._server.url("/harness.html"), wait_until="load")
             page.wait_for_function("() => window.harness !== undefined")
-            urls = [self._server.url(self._module), self._server.url(context_model)]
+            urls = [self._server.url(self._module), self._server.url(self._context_model)]
             loaded = page.evaluate("([url, model]) => harness.load(url, model)", urls)
         except Error as error:
             failure = f"failed: {error.message.splitlines()[0]}"
         finally:
             watchdog.cancel()
-            self._server.unregister(context_model)
         if hung.is_set():
             failure = (
                 f"did not finish in {LOAD_TIMEOUT_S:g} s; Chromium was killed, the next case "

@@ -17,11 +17,13 @@ const faults = window.__webgpuFaults;
 // revisit
 const sessions = new Map();
 const liveOutputs = new Set(); // GPU output tensors onnxruntime allocated, until disposed
-// The page's own session, made at load and never run: it keeps ORT's WebGPU context (device,
-// program cache) for the page's life, as an application's long-lived session would. The C++ builds
-// tear their context down with their last session, and rebuilding it for every case cost about
-// 5 s a case on SwiftShader; JSEP keeps its backend for the page anyway.
+// The page's own session, made before its first case and never run: it keeps ORT's WebGPU context
+// (device, program cache) for the page's life, as an application's long-lived session would. The
+// C++ builds tear their context down with their last session, and rebuilding it for every case cost
+// about 5 s a case on SwiftShader; JSEP keeps its backend for the page anyway. Scenarios, each in a
+// page of its own, go without it: it changes what lives on the wasm heap.
 let contextSession = null;
+let contextModelUrl = null;
 const fetched = new Map(); // url -> ArrayBuffer, for the current sequence
 let ort = null;
 
@@ -428,6 +430,8 @@ const runSession = async (entry, spec) => {
     // Disposed once read, as an application does when done with an output: a kept one holds its
     // OrtValue on the wasm heap, which shifts where later runs' tensors land (a replay with
     // pre-allocated outputs then fails: ort-held-output). Pre-allocated ones are the harness's.
+    // Chosen before getData, which moves a tensor to location 'cpu' but keeps its GPU buffer and
+    // OrtValue until dispose.
     const allocated = Object.entries(results)
       .filter(([outputName, tensor]) => tensor.location === 'gpu-buffer' && !readers?.[outputName])
       .map(([, tensor]) => tensor);
@@ -478,6 +482,10 @@ const runSession = async (entry, spec) => {
  * (`spec.keepSession`).
  */
 const runCase = async (spec) => {
+  if (!contextSession) {
+    const model = new Uint8Array(await (await fetch(contextModelUrl)).arrayBuffer());
+    contextSession = await ort.InferenceSession.create(model, {executionProviders: [{name: 'webgpu'}]});
+  }
   if (spec.newSequence) {
     await releaseSessions();
   }
@@ -575,19 +583,15 @@ const withDeadline = (job, ms) => {
 window.harness = {
   /**
    * Imports the onnxruntime-web bundle at `url` and meanwhile asks for the WebGPU adapter (no
-   * page of its own for that), then makes the page's own session from the model at
-   * `contextModelUrl` (`contextSession`): ORT's version, and the adapter or null.
+   * page of its own for that): ORT's version, and the adapter or null. `contextModel`: the URL
+   * of the page's own session's model (`contextSession`).
    */
-  async load(url, contextModelUrl) {
+  async load(url, contextModel) {
     const [module, adapter] = await Promise.all([import(url), adapterInfo()]);
     ort = module;
     ort.env.wasm.numThreads = 1; // threads need cross-origin isolation; WebGPU does the work
     ort.env.logLevel = 'error'; // ORT logs warnings with console.error
-    if (adapter) {
-      const model = new Uint8Array(await (await fetch(contextModelUrl)).arrayBuffer());
-      contextSession = await ort.InferenceSession.create(
-        model, {executionProviders: [{name: 'webgpu'}]});
-    }
+    contextModelUrl = contextModel;
     return {version: ort.env.versions.web, adapter};
   },
   /**

@@ -126,10 +126,11 @@ const runSteps = async (spec, page, {live, held, steps, runsOf, dispose}) => {
       const outputs = {};
       for (const outputName of spec.outputNames) {
         const tensor = results[outputName];
+        const onGpu = tensor.location === 'gpu-buffer'; // getData moves it to 'cpu'
         const data = await (readers ? readers[outputName]() : tensor.getData());
         outputs[outputName] = page.output(tensor, data);
-        if (!readers && tensor.location === 'gpu-buffer' && !step.hold) {
-          tensor.dispose();
+        if (!readers && onGpu && !step.hold) {
+          tensor.dispose(); // still holds its GPU buffer and OrtValue until then
         } else if (!readers && step.hold) {
           held.set(step.session, [...(held.get(step.session) || []), tensor]);
         }
