@@ -233,8 +233,9 @@ def test_the_decoder_faults_fire_after_a_device_prefill_on_wgpu(write_suite, tmp
 
 
 # The canaries on ort-web, on a version and build where a decoder's capture replays
-# (docs/verdicts-and-detectors.md): the bundled suite's model and loop, each fault on its own
-# case, and the clean loop.
+# (docs/verdicts-and-detectors.md): the bundled suite's model and loop with onnxruntime CPU's
+# prefill (as decoder.yaml runs ort-web's C++ captures), each fault on its own case, and the
+# clean loop.
 CANARY_VERSION, CANARY_BUNDLE = "1.27.0", "webgpu"
 ORT_WEB_CANARIES = """
 models:
@@ -247,7 +248,7 @@ models:
     intermediate: 128
     vocab: 96
     max_length: 16
-    generate: {{prompt: 4, steps: 4}}
+    generate: {{prompt: 4, steps: 4, prefill: cpu}}
   frozen-lengths: *llama
   frozen-cache: *llama
 backends:

@@ -4,6 +4,7 @@ result's verdict, and passes with ``--faults off``."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -82,3 +83,42 @@ def test_force_bundles_a_passing_result_whole(canary_results, tmp_path):
     assert "model.onnx: the full model (30 nodes)" in proc.stdout
     assert "note: the result passed: there is no failure to cut towards" in proc.stdout
     assert _script(tmp_path / "b").stdout.splitlines()[-1] == "PASS"
+
+
+DECODER_CANARY = """
+models:
+  frozen-cache:
+    builtin: decoder
+    max_length: 16
+    generate: {prompt: 4, steps: 4}
+backends: [wgpu]
+cases:
+  - match: {capture: capture}
+    inject: [cache-frozen-at-capture]
+    expect: pass
+"""
+
+
+def test_a_decoder_bundle_keeps_its_prefill_and_device_caches(write_suite, tmp_path):
+    """A decoder's bundle carries its device cache: ``repro.py`` prefills on a session of its
+    own and keeps the caches on the device, so it gives the suite's verdict with the fault and
+    passes without it (run without them, its prefill's logits alone differ in shape)."""
+    out = tmp_path / "reports"
+    regress("run", write_suite(DECODER_CANARY), "--out", out, "--no-localize")
+    [results] = out.glob("runs/*/results.jsonl")
+    [capture] = [
+        json.loads(line)
+        for line in results.read_text().splitlines()
+        if json.loads(line)["capture"] == "capture"
+    ]
+    assert capture["verdict"] == "capture-mismatch"
+    made = tmp_path / "bundle"
+    args = ("--reports", out, "--out", made, "--with-fault", "--full-model")
+    proc = regress("repro", capture["result_id"], *args)
+    assert proc.returncode == 0, proc.stderr
+    cache = json.loads((made / "repro.json").read_text())["workloads"]["main"]["deviceCache"]
+    assert cache["prefillShape"]["sequence_length"] == 4 and len(cache["inputs"]) == 4
+    with_fault, without = _script(made), _script(made, "--faults", "off")
+    assert with_fault.stdout.splitlines()[-1] == "FAIL: capture-mismatch", with_fault.stdout
+    assert "(runs differ from run 3)" in with_fault.stdout
+    assert without.stdout.splitlines()[-1] == "PASS", without.stdout + without.stderr

@@ -128,7 +128,7 @@ class Writer:
                     "cpu": self.tensors(f"{base}expected/cpu{sub}", cpu[graph, draw]),
                 }
             )
-        return {
+        entry = {
             "layout": layout,
             "model": self.bytes(f"{base}model.onnx", workload.model),
             "inputs": variants[0]["inputs"],
@@ -139,6 +139,16 @@ class Writer:
             "freeDimensionOverrides": dict(workload.shape),
             "uniformOrder": list(workload.uniform_order),
         }
+        cache = workload.device_cache
+        if cache is not None:  # a decoder's: its caches stay on the device between runs
+            entry["deviceCache"] = {
+                "inputs": list(cache.inputs),
+                "inPlace": dict(workload.in_place),
+                "swapped": workload.swapped,
+                "rewinds": [[order.index(v), n] for v, n in cache.rewinds.items() if v in order],
+                "prefillShape": dict(cache.prefill_shape),
+            }
+        return entry
 
 
 def workload_entries(

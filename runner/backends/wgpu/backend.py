@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import wgpu
 import wgpu.backends.wgpu_native
 
@@ -21,6 +19,7 @@ from runner.backends.sequence import ScenarioPlan
 from runner.backends.wgpu.device import Device, adapter_environment, digest
 from runner.backends.wgpu.executor import Capture, Session
 from runner.backends.wgpu.faults import CAPTURE_FALLS_BACK_TO_EAGER, Faults
+from runner.backends.wgpu.kvcache import DeviceKvCache
 from runner.backends.wgpu.prepare import prepare
 from runner.backends.wgpu.scenario import run_scenario
 from runner.backends.wgpu.tensors import DeviceTypeError, UnsupportedOp
@@ -28,38 +27,8 @@ from runner.backends.wgpu.trace import case_trace, logged_errors
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
 from runner.scenario.values import ScenarioRun
-from runner.schedule import BASE, Feed, Variant
+from runner.schedule import BASE, Variant
 from runner.workload import Workload
-
-
-class DeviceKvCache:
-    """A decoder's KV caches kept in the session's buffers from run to run (the workload's
-    ``DeviceCache``): a prefill's present caches are copied into the graph's past buffers, a
-    decode step's into its own (wgpu's GroupQueryAttention writes present apart from past), a
-    rewind zeroes the positions it drops, and no run after a graph's first writes the caches
-    from the host. Without a device cache (an encoder) every run writes every input."""
-
-    def __init__(self, workload: Workload, session: Session):
-        self.workload, self.session = workload, session
-        self.spec = workload.device_cache
-        self.started: set[int] = set()  # graphs that have run
-
-    def inputs_to_write(self, feed: Feed) -> Mapping[str, np.ndarray]:
-        """What `feed`'s run writes from the host; a rewind's zeroing first."""
-        inputs = self.workload.inputs_of(feed.variant)
-        if self.spec is None or feed.graph not in self.started:
-            self.started.add(feed.graph)
-            return inputs
-        if feed.variant in self.spec.rewinds:
-            self.session.clear_from(self.spec.inputs, self.spec.rewinds[feed.variant], feed.graph)
-        return {name: value for name, value in inputs.items() if name not in self.spec.inputs}
-
-    def prefilled(self, feed: Feed, prefill: Session) -> None:
-        self.session.carry(self.workload.in_place, feed.graph, source=prefill)
-
-    def stepped(self, feed: Feed) -> None:
-        if self.spec is not None:
-            self.session.carry(self.workload.in_place, feed.graph)
 
 
 class WgpuBackend:

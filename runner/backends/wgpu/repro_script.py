@@ -17,6 +17,7 @@ run it where that project is installed; it needs a WebGPU adapter (a GPU, or lav
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections.abc import Mapping
@@ -28,13 +29,15 @@ import numpy as np
 from runner.backends.wgpu.device import Device
 from runner.backends.wgpu.executor import Session
 from runner.backends.wgpu.faults import CAPTURE_FALLS_BACK_TO_EAGER, Faults
+from runner.backends.wgpu.kvcache import DeviceKvCache
 from runner.backends.wgpu.prepare import prepare
 from runner.backends.wgpu.scenario import run_steps
 from runner.compare import NUMPY
 from runner.repro.judging import MAIN, BundledScenario, judge_scenario, judge_steps
+from runner.schedule import Feed
 from runner.suite.scenarios import ScenarioSession
 from runner.suite.spec import BufferModes
-from runner.workload import Workload
+from runner.workload import DeviceCache, Workload
 
 TIMEOUT_S = 600.0  # a scenario's steps, all together
 
@@ -49,45 +52,83 @@ def run_sessions(folder: Path, manifest: Mapping[str, Any], faults_on: bool, ada
         workload = manifest["workloads"][step["workload"]]
         faults = Faults.of(step["faults"] if faults_on else ())
         variants = [_tensors(folder, v["inputs"]) for v in workload["variants"]]
+        model = (folder / workload["model"]).read_bytes()
+        session = functools.partial(_session, device, sessions, model, step, faults, workload)
         try:
-            key = (step["workload"], faults.in_kernels)
-            if key not in sessions:
-                plan = prepare(
-                    (folder / workload["model"]).read_bytes(),
-                    variants[0],
-                    workload["uniformOrder"],
-                    workload["outputs"],
-                    workload["freeDimensionOverrides"],
-                    faults.kernel,
-                )
-                sessions[key] = Session(device, plan, len(sessions) + 1)
-            results.append(_run(device, sessions[key], step, faults, workload, variants))
+            main = session(variants[0], workload["freeDimensionOverrides"], "")
+            results.append(_run(device, main, session, step, faults, workload, variants))
         except Exception as error:  # the step's failure is its verdict
             results.append({"status": "error", "message": f"{type(error).__name__}: {error}"})
         print(f"step {len(results)}/{len(manifest['steps'])}: {step['name']}")
     return results
 
 
+def _session(device, sessions, model, step, faults, workload, inputs, dims, key) -> Session:
+    """The step's session for `inputs` at `dims`, made once (a decoder's prefill, `key`
+    "prefill", has its own)."""
+    key = (step["workload"], faults.in_kernels, key)
+    if key not in sessions:
+        order, outputs = workload["uniformOrder"], workload["outputs"]
+        plan = prepare(model, inputs, order, outputs, dims, faults.kernel)
+        sessions[key] = Session(device, plan, len(sessions) + 1)
+    return sessions[key]
+
+
 def _tensors(folder: Path, entries) -> dict[str, np.ndarray]:
     return {t["name"]: np.load(folder / t["npy"]) for t in entries}
 
 
-def _run(device: Device, session: Session, step, faults: Faults, workload, variants) -> dict:
-    """The workload's schedule: each run's graph and inputs, in the step's buffer modes."""
+def _decoder(workload, variants) -> Workload:
+    """The bundled workload's runs as the suite's `Workload`, for ``DeviceKvCache``: a
+    decoder's caches stay on the device between runs, its prefill on a session of its own."""
+    cache = workload["deviceCache"]
+    keyed = [(v["graph"], v["draw"]) for v in workload["variants"]]
+    return Workload(
+        key="",
+        model=b"",
+        inputs=variants[0],
+        output_names=tuple(workload["outputs"]),
+        shape=workload["freeDimensionOverrides"],
+        schedule=tuple(Feed(graph, keyed[index]) for graph, index in workload["schedule"]),
+        variants=dict(zip(keyed, variants, strict=True)),
+        in_place=cache["inPlace"],
+        swapped=cache["swapped"],
+        device_cache=DeviceCache(
+            tuple(cache["inputs"]),
+            {keyed[index]: length for index, length in cache["rewinds"]},
+            cache["prefillShape"],
+        ),
+    )
+
+
+def _run(device: Device, session: Session, session_for, step, faults, workload, variants) -> dict:
+    """The workload's schedule: each run's graph and inputs, in the step's buffer modes; a
+    decoder's prefill eager on a session of its own (`session_for(inputs, dims, key)`), its
+    caches kept on the device."""
     capture = step["mode"] == "capture" and CAPTURE_FALLS_BACK_TO_EAGER not in faults
     buffers = BufferModes(**step["buffers"])
     outputs, replays, captures = [], {"bindGroups": 0, "uniformWrites": 0}, {}
+    decoder = _decoder(workload, variants) if "deviceCache" in workload else None
+    cache = DeviceKvCache(decoder, session) if decoder is not None else None
     for index, (graph, variant) in enumerate(workload["schedule"]):
-        inputs = variants[variant]
+        feed = decoder.schedule[index] if decoder is not None else None
+        inputs = cache.inputs_to_write(feed) if cache is not None else variants[variant]
         before = device.counters.snapshot()
+        if feed is not None and feed.prefill:
+            prefill = session_for(inputs, decoder.shape_of(feed.variant), "prefill")
+            outputs.append(prefill.run_eager(inputs)[0])
+            cache.prefilled(feed, prefill)
+            continue
         records = graph not in captures
         if capture:
             if records:
-                captures[graph], _ = session.capture(faults, graph, inputs)
+                captures[graph], _ = session.capture(faults, graph, variants[variant])
             run, _ = session.replay(captures[graph], inputs, index, buffers)
         else:
             captures[graph] = None
-            run, _ = session.run_eager(inputs)
+            run, _ = session.run_eager(inputs, graph)
+        if cache is not None:
+            cache.stepped(feed)
         if not records:  # bind groups created and uniforms written by a replay
             after = device.counters.snapshot()
             replays["bindGroups"] += after[0] - before[0]
