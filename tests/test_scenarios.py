@@ -178,6 +178,18 @@ def test_a_wgpu_scenario_passes_clean_and_names_the_step_a_fault_fails(tmp_path)
 
 
 @pytest.mark.gpu
+def test_a_capture_session_that_runs_eager_is_capture_not_engaged_at_its_first_replay(tmp_path):
+    """The fault reaches scenarios as it reaches cases: every run of a capture session makes its
+    bind groups anew, and the first replay (step 3, p's second run) shows it."""
+    code, faulty = _run(
+        _suite(tmp_path, CLEAN_STEPS), tmp_path / "out", "--inject", "capture-falls-back-to-eager"
+    )
+    assert (code, faulty["verdict"]) == (1, "capture-not-engaged")
+    assert faulty["message"].startswith("step 3 (run: p, line 19)"), faulty["message"]
+    assert "replays created" in faulty["message"]
+
+
+@pytest.mark.gpu
 def test_the_run_timeout_stops_scenarios_as_it_stops_cases(tmp_path):
     path = _suite(tmp_path, "      - run: p\n")
     result = subprocess.run(

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from runner.backends.sequence import ScenarioPlan
 from runner.backends.wgpu.device import Device
 from runner.backends.wgpu.executor import Capture, Session
-from runner.backends.wgpu.faults import Faults
+from runner.backends.wgpu.faults import CAPTURE_FALLS_BACK_TO_EAGER, Faults
 from runner.backends.wgpu.prepare import prepare
 from runner.backends.wgpu.tensors import DeviceTypeError, UnsupportedOp
 from runner.scenario.values import (
@@ -105,7 +105,7 @@ def _run(
     inputs = workload.inputs_of(feed.variant)
     before = session.device.counters.snapshot()
     records = False
-    if spec.capture:
+    if spec.capture and CAPTURE_FALLS_BACK_TO_EAGER not in faults:
         records = feed.graph not in captures
         if records:
             captures[feed.graph] = session.capture(faults, feed.graph, inputs)[0]
