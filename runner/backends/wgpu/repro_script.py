@@ -63,10 +63,10 @@ def run_sessions(folder: Path, manifest: Mapping[str, Any], faults_on: bool, ada
     return results
 
 
-def _session(device, sessions, model, step, faults, workload, inputs, dims, key) -> Session:
-    """The step's session for `inputs` at `dims`, made once (a decoder's prefill, `key`
+def _session(device, sessions, model, step, faults, workload, inputs, dims, role) -> Session:
+    """The step's session for `inputs` at `dims`, made once (a decoder's prefill, `role`
     "prefill", has its own)."""
-    key = (step["workload"], faults.in_kernels, key)
+    key = (step["workload"], faults.in_kernels, role)
     if key not in sessions:
         order, outputs = workload["uniformOrder"], workload["outputs"]
         plan = prepare(model, inputs, order, outputs, dims, faults.kernel)
@@ -103,7 +103,7 @@ def _decoder(workload, variants) -> Workload:
 
 def _run(device: Device, session: Session, session_for, step, faults, workload, variants) -> dict:
     """The workload's schedule: each run's graph and inputs, in the step's buffer modes; a
-    decoder's prefill eager on a session of its own (`session_for(inputs, dims, key)`), its
+    decoder's prefill eager on a session of its own (`session_for(inputs, dims, role)`), its
     caches kept on the device."""
     capture = step["mode"] == "capture" and CAPTURE_FALLS_BACK_TO_EAGER not in faults
     buffers = BufferModes(**step["buffers"])
