@@ -31,7 +31,7 @@ from runner.matrix import (
 )
 from runner.scenario.step import ScenarioTarget
 from runner.suite import load_suites
-from runner.suite.spec import Expectation, Suite
+from runner.suite.spec import Expectation, Suite, label_versions
 from runner.verdicts import FAILING_OUTCOMES
 
 
@@ -192,7 +192,13 @@ def select_scenarios(selection: Selection) -> list[ScenarioTarget]:
         )
     ]
     exact = resolve_targets(item.target for item in items)
-    items = [_expected_here(dataclasses.replace(item, target=exact[item.target])) for item in items]
+    # Named by version where the scenarios run several, as cases are: else a scenario whose
+    # own `backends:` lists two versions would have one id on both.
+    labelled = label_versions(exact.values())
+    items = [
+        _expected_here(dataclasses.replace(item, target=labelled[exact[item.target]]))
+        for item in items
+    ]
     return [item for item in items if all(_scenario_matches(item, f) for f in selection.filters)]
 
 

@@ -20,6 +20,7 @@ from runner.report import analysis
 from runner.report.build import build_report
 from runner.report.history import History
 from runner.report.render import render_page
+from runner.selection import Selection, select_scenarios
 from runner.suite import load_suite
 
 from .conftest import case_result, regress
@@ -153,6 +154,24 @@ def test_ids_carry_the_version_only_when_several_are_in_play(offline_cache, writ
         "ort-web@1.29.0:webgpu",
         "ort-web@dev:webgpu",
         "ort-web@dev:webgpu",
+    ]
+
+
+def test_a_scenario_on_several_versions_has_an_id_on_each(offline_cache, write_suite):
+    """A scenario's own `backends:` naming two versions: each id names its version, as a case's
+    does, and none of them is the other's."""
+    scenario = """
+scenarios:
+  - name: twice
+    model: enc
+    backends: [{name: ort-web, version: ['1.24.3', pinned], bundle: webgpu}]
+    sessions: {s: {}}
+    steps: [{run: s}, {run: s}]
+"""
+    path = write_suite(SUITE.format(version="'1.24.3'") + scenario)
+    assert [item.id for item in select_scenarios(Selection((path,)))] == [
+        "scenario=twice/ort-web@1.24.3:webgpu",
+        "scenario=twice/ort-web@pinned:webgpu",
     ]
 
 
