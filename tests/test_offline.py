@@ -45,7 +45,7 @@ def no_npm(tmp_path) -> dict[str, str]:
 def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     validated = regress("validate", "suites", env=no_npm)
     assert validated.returncode == 0, validated.stderr
-    assert validated.stdout == "ok: 15 suite(s), 294 case(s)\n"
+    assert validated.stdout == "ok: 15 suite(s), 306 case(s)\n"
     notes = validated.stderr.splitlines()
     assert notes == [
         "note: suites/bugs/ort-27068-destroyed-buffer-dev.yaml:23:14: ort-web version "
@@ -53,7 +53,11 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "resolved when its cases run or are listed",
         "note: suites/bugs/ort-29273-cpp-capture-1.24.yaml:22:15: ort-web version '1.24.3' was "
         "not checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-gqa-node-order-1.29.yaml:43:15: ort-web version '1.29.0' was not "
+        "note: suites/bugs/ort-gqa-node-order-1.29.yaml:44:15: ort-web version '1.24.3' was not "
+        "checked (only a registry knows it): it is resolved when its cases run or are listed",
+        "note: suites/bugs/ort-gqa-node-order-1.29.yaml:44:25: ort-web version '1.27.0' was not "
+        "checked (only a registry knows it): it is resolved when its cases run or are listed",
+        "note: suites/bugs/ort-gqa-node-order-1.29.yaml:44:35: ort-web version '1.29.0' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
         "note: suites/bugs/ort-graph-ids-1.24.yaml:22:15: ort-web version '1.24.3' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
