@@ -502,8 +502,9 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
     )
     for finding in explored.findings:
         failure = finding.failure
+        cut = " (shrinking cut short by the budget)" if finding.shrinking_cut else ""
         print(
-            f"{failure.result.verdict}: {finding.steps} steps, first seen after "
+            f"{failure.result.verdict}: {finding.steps} steps{cut}, first seen after "
             f"{finding.examples_before} examples ({finding.seconds_to_first:.0f} s): "
             f"{finding.path}\n  {failure.result.message}"
         )

@@ -137,13 +137,11 @@ def test_the_input_snapshot_canary_is_found_shrunk_written_and_replayed_first(su
     assert seen.startswith("1 examples")
 
 
-@pytest.mark.gpu
-def test_a_failure_is_shrunk_where_every_scenario_takes_ten_seconds(
-    suite_file, tmp_path, monkeypatch
-):
-    """Hypothesis stops shrinking after 5 minutes on its clock (30 examples at ort-web's pace)
-    and writes what it has, unshrunk: with a clock that jumps 10 s at every scenario on wgpu,
-    the canary must still be written at its 2 steps."""
+def _explore_at_ten_seconds_a_scenario(
+    suite_file: Path, tmp_path: Path, monkeypatch, budget_s: float
+) -> explorer.Explored:
+    """The input-snapshot canary explored on wgpu with a clock that jumps 10 s at every scenario
+    run (ort-web's pace), over the example database of `tmp_path`'s cache folder."""
     skew = [0.0]  # seconds added to the clocks: 10 per scenario run
     for name in ("perf_counter", "monotonic"):
         real = getattr(time, name)
@@ -168,14 +166,52 @@ def test_a_failure_is_shrunk_where_every_scenario_takes_ten_seconds(
     space = Space((explored_model,), BackendTarget("wgpu"), REGISTRY["wgpu"].scenario_actions)
     inject = frozenset({"input-snapshot-at-capture"})
     request = explorer.ExploreRequest(
-        space, 7200.0, tmp_path / "found", BackendOptions(inject=inject), seed=1
+        space, budget_s, tmp_path / "found", BackendOptions(inject=inject), seed=1
     )
     explored = explorer.explore(request, lambda text: None)
     assert explored.seconds >= 10 * explored.examples  # every scenario took 10 s on the clock
-    (finding,) = explored.findings
-    assert finding.failure.result.verdict == "stale-input"
+    return explored
+
+
+def _written_runs(finding) -> list[str]:
     (scenario,) = yaml.safe_load(finding.path.read_text())["scenarios"]
-    assert [step["run"] for step in scenario["steps"]] == ["s1", "s1"]  # record, replay
+    return [step["run"] for step in scenario["steps"]]
+
+
+@pytest.mark.gpu
+def test_a_failure_is_shrunk_where_every_scenario_takes_ten_seconds(
+    suite_file, tmp_path, monkeypatch
+):
+    """Hypothesis stops shrinking after 5 minutes on its clock (30 examples at ort-web's pace)
+    and writes what it has, unshrunk: with a clock that jumps 10 s at every scenario on wgpu,
+    the canary must still be written at its 2 steps."""
+    explored = _explore_at_ten_seconds_a_scenario(suite_file, tmp_path, monkeypatch, 7200.0)
+    (finding,) = explored.findings
+    assert finding.failure.result.verdict == "stale-input" and not finding.shrinking_cut
+    assert _written_runs(finding) == ["s1", "s1"]  # record, replay
+
+
+@pytest.mark.gpu
+def test_a_finding_the_budget_cut_short_is_said_so_and_shrinks_further_on_a_rerun(
+    suite_file, tmp_path, monkeypatch
+):
+    """No grace: the budget ends the pass soon after the canary is first seen, and the finding
+    is written unshrunk, marked so; explore over the same cache folder replays it and shrinks it
+    the rest of the way."""
+    for constant in ("SHRINK_GRACE", "GRACE_MIN_S", "SHRINK_EXAMPLES"):
+        monkeypatch.setattr(explorer, constant, 0)
+    # Seed 1 first sees the canary at the 22nd scenario (220 s on this clock); Hypothesis goes on
+    # drawing (it looks for more bugs, up to twice as many examples) and has begun shrinking, its
+    # failure saved to the database, when 400 s end the pass.
+    first = _explore_at_ten_seconds_a_scenario(suite_file, tmp_path, monkeypatch, 400.0)
+    (cut,) = first.findings
+    assert cut.failure.result.verdict == "stale-input" and cut.shrinking_cut
+    assert len(_written_runs(cut)) > 2
+    monkeypatch.undo()
+    again = _explore_at_ten_seconds_a_scenario(suite_file, tmp_path, monkeypatch, 7200.0)
+    (shrunk,) = again.findings
+    assert shrunk.examples_before < cut.examples_before and not shrunk.shrinking_cut  # replayed
+    assert _written_runs(shrunk) == ["s1", "s1"]
 
 
 @pytest.mark.gpu

@@ -219,9 +219,15 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
                 machine = machine or _machine(backend, target)
                 path = write_finding(failure, request.out, machine, options.inject, request.seed)
                 examples, seconds = examine.first_seen[kind]
-                findings.append(FoundScenario(failure, path, examples, seconds))
+                findings.append(FoundScenario(failure, path, examples, seconds, spent))
                 steps = len(failure.scenario.steps)
                 say(f"found {failure.result.verdict} in {steps} steps: {path}")
+            if spent and examine.pending:
+                say(
+                    "the budget's grace ended before Hypothesis had shrunk what this pass found: "
+                    "each is written as the smallest failing scenario seen; explore again over "
+                    "the same cache folder to shrink it further"
+                )
             if spent or not examine.pending:
                 break
             # Later passes must not delete known failures from the database: there they are
