@@ -1,20 +1,21 @@
 """Decode steps per second, eager against capture, per backend: the table in docs/throughput.md.
 
-`python bench/decoder.py [--backend TARGET ...] [--ort-web-version 1.30.0] [--heavy]` runs the
+`python bench/decoder.py [--backend TARGET ...] [--ort-web-version 1.30.0] [--sizes tiny small]`
+runs the
 decoder suites' generation loops through the runner itself (``runner.pipeline.execute``, as
 `python -m runner run` does), so a step is timed as a case runs it: the backend prefills the
 prompt outside capture, and every decode step reads the KV caches the device wrote and is fed
 only its token and mask. The times are the stored results' own: ``median_run_ms``, the median
 of a case's decode steps after its first (replays, under capture), and ``first_run_ms``, its
-first (the recording, under capture). Sizes: ``tiny`` (suites/decoder.yaml's ``llama-tiny*``),
-and with --heavy ``small`` (suites/decoder-heavy.yaml's ``llama-small*``). On ort-web's C++
+first (the recording, under capture). Sizes: ``tiny`` (suites/decoder.yaml's ``llama-tiny*``,
+the default) and ``small`` (suites/decoder-heavy.yaml's ``llama-small*``). On ort-web's C++
 builds the tiny capture cases are the ``-cpu-prefill`` twins (a capture after a device prefill
 fails there; the suite says why), whose decode steps after the first are the same loop.
 
 Prints a Markdown row per backend, size and weights: the median over its passing cases
 (layouts and revisits) per mode, steps per second, and capture's speed-up per step; then every
-case that did not pass, by name and verdict, untimed. One run on one machine: read the ratios
-as single observations.
+case that did not pass, by name, verdict and the start of its message, untimed; and each size's
+cases and wall time. One run on one machine: read the ratios as single observations.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import argparse
 import statistics
 import sys
 import tempfile
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -76,18 +78,20 @@ def per_second(values: list[float]) -> str:
 
 
 def rows(size: str, results: list[tuple[Case, CaseResult]]) -> tuple[list[str], list[str]]:
-    """The table's rows for one size, and the cases that did not pass."""
+    """The table's rows for one size, by backend then weights, and the cases that did not
+    pass."""
     timed: dict[tuple[str, str], dict[str, list[CaseResult]]] = defaultdict(
         lambda: {"eager": [], "capture": []}
     )
     failed = []
-    for case, result in results:
+    for case, result in sorted(results, key=lambda pair: pair[0].backend.build_id):
         weights = "int4" if case.model.decoder.quantized else "float32"
         group = timed[(case.backend.build_id, weights)]  # a row even when nothing passed
         if result.verdict == "pass":
             group[result.capture].append(result)
         else:
-            failed.append(f"- `{result.case_id}`: `{result.verdict}`")
+            message = result.message.strip().splitlines()[0][:120] if result.message else ""
+            failed.append(f"- `{result.case_id}`: `{result.verdict}` {message}")
     table = []
     for (backend, weights), modes in timed.items():
         eager = [r.timings["median_run_ms"] for r in modes["eager"]]
@@ -111,19 +115,23 @@ def main(argv: list[str] | None = None) -> None:
         "--backend", action="append", default=[], help="default: " + ", ".join(TARGETS)
     )
     parser.add_argument("--ort-web-version", default="1.30.0")
-    parser.add_argument("--heavy", action="store_true", help="also suites/decoder-heavy.yaml")
+    parser.add_argument("--sizes", nargs="+", default=["tiny"], choices=list(SIZES))
     args = parser.parse_args(argv)
     args.backend = args.backend or list(TARGETS)
-    table, failed = [], []
+    table, failed, walls = [], [], []
     with tempfile.TemporaryDirectory(prefix="bench-decoder-") as folder:
-        for size in ["tiny", "small"] if args.heavy else ["tiny"]:
-            size_rows, size_failed = rows(size, ran(size, args, Path(folder) / size))
+        for size in args.sizes:
+            began = time.perf_counter()
+            results = ran(size, args, Path(folder) / size)
+            walls.append(f"{size}: {len(results)} cases in {time.perf_counter() - began:.0f} s")
+            size_rows, size_failed = rows(size, results)
             table += size_rows
             failed += size_failed
     print(HEADER)
     print("\n".join(table))
     if failed:
         print("\nnot passed, not timed:\n" + "\n".join(failed))
+    print("\n" + "; ".join(walls))
 
 
 if __name__ == "__main__":

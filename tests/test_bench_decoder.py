@@ -3,6 +3,7 @@ results, and the speed-up their ratio."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,9 +23,10 @@ def test_the_decoder_bench_times_wgpu_eager_and_capture_per_weight_form():
         timeout=120,
     )
     assert bench.returncode == 0, bench.stderr
-    header, rule, *rows = bench.stdout.splitlines()
+    header, rule, *rows, blank, walls = bench.stdout.splitlines()
     assert header.startswith("| backend | size | weights | eager ms/step | capture ms/step |")
     assert len(rows) == 2  # every case passed: no list of untimed ones
+    assert re.fullmatch(r"tiny: 10 cases in \d+ s", walls)  # 2 layouts each, and a revisit
     for row, weights in zip(rows, ("float32", "int4"), strict=True):
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         assert cells[:3] == ["wgpu", "tiny", weights]
