@@ -1,21 +1,22 @@
 """Decode steps per second, eager against capture, per backend: the table in docs/throughput.md.
 
-`python bench/decoder.py [--backend TARGET ...] [--ort-web-version 1.30.0] [--sizes tiny small]`
-runs the
-decoder suites' generation loops through the runner itself (``runner.pipeline.execute``, as
-`python -m runner run` does), so a step is timed as a case runs it: the backend prefills the
-prompt outside capture, and every decode step reads the KV caches the device wrote and is fed
-only its token and mask. The times are the stored results' own: ``median_run_ms``, the median
-of a case's decode steps after its first (replays, under capture), and ``first_run_ms``, its
-first (the recording, under capture). Sizes: ``tiny`` (suites/decoder.yaml's ``llama-tiny*``,
-the default) and ``small`` (suites/decoder-heavy.yaml's ``llama-small*``). On ort-web's C++
-builds the tiny capture cases are the ``-cpu-prefill`` twins (a capture after a device prefill
-fails there; the suite says why), whose decode steps after the first are the same loop.
+`python bench/decoder.py [--backend TARGET ...] [--ort-web-version 1.30.0] [--sizes tiny small]
+[--timeout S]` runs the decoder suites' generation loops through the runner itself
+(``runner.pipeline.execute``, as `python -m runner run` does), so a step is timed as a case
+runs it: the backend prefills the prompt outside capture, and every decode step reads the KV
+caches the device wrote and is fed only its token and mask. The times are the stored results'
+own: ``median_run_ms``, the median of a case's decode steps after its first (replays, under
+capture), and ``first_run_ms``, its first (the recording, under capture). Sizes: ``tiny``
+(suites/decoder.yaml's ``llama-tiny*``, the default) and ``small`` (suites/decoder-heavy.yaml's
+``llama-small*``). On ort-web's C++ builds the tiny capture cases are the ``-cpu-prefill``
+twins (a capture after a device prefill fails there; the suite says why), whose decode steps
+after the first are the same loop.
 
 Prints a Markdown row per backend, size and weights: the median over its passing cases
-(layouts and revisits) per mode, steps per second, and capture's speed-up per step; then every
-case that did not pass, by name, verdict and the start of its message, untimed; and each size's
-cases and wall time. One run on one machine: read the ratios as single observations.
+(layouts and revisits) per mode, steps per second, capture's speed-up per step and how many
+cases each mode's median is over (eager / capture); then every case that did not pass, by
+name, verdict and the start of its message, untimed; and each size's cases and wall time. One
+run on one machine: read the ratios as single observations.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ SIZES = {  # size: (suite, tags it needs, models)
 }
 HEADER = (
     "| backend | size | weights | eager ms/step | capture ms/step | capture 1st step ms "
-    "| steps/s eager | steps/s capture | speed-up |\n"
-    "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+    "| steps/s eager | steps/s capture | speed-up | cases timed |\n"
+    "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 )
 
 
@@ -63,8 +64,9 @@ def ran(size: str, args: argparse.Namespace, out: Path) -> list[tuple[Case, Case
     versions = {"ort-web": (args.ort_web_version,)}
     selection = Selection((suite,), tags, tuple(args.backend), versions, (models,))
     cases = {case.id: case for case in select(selection, lambda text: None)}
+    options = BackendOptions(timeout_s=args.timeout)
     summary = execute(
-        cases.values(), out, BackendOptions(), selection.recorded(), False, listener=Progress()
+        cases.values(), out, options, selection.recorded(), False, listener=Progress()
     )
     return [(cases[result.case_id], result) for result in summary.results]
 
@@ -104,7 +106,8 @@ def rows(size: str, results: list[tuple[Case, CaseResult]]) -> tuple[list[str], 
         )
         table.append(
             f"| {backend} | {size} | {weights} | {ms(eager)} | {ms(capture)} | {ms(first)} | "
-            f"{per_second(eager)} | {per_second(capture)} | {speedup} |"
+            f"{per_second(eager)} | {per_second(capture)} | {speedup} | "
+            f"{len(eager)} / {len(capture)} |"
         )
     return table, failed
 
@@ -115,6 +118,9 @@ def main(argv: list[str] | None = None) -> None:
         "--backend", action="append", default=[], help="default: " + ", ".join(TARGETS)
     )
     parser.add_argument("--ort-web-version", default="1.30.0")
+    parser.add_argument(
+        "--timeout", type=float, help="seconds per case (the suite's): a hang's cost"
+    )
     parser.add_argument("--sizes", nargs="+", default=["tiny"], choices=list(SIZES))
     args = parser.parse_args(argv)
     args.backend = args.backend or list(TARGETS)

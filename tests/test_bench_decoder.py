@@ -35,3 +35,4 @@ def test_the_decoder_bench_times_wgpu_eager_and_capture_per_weight_form():
         assert eager_s == pytest.approx(1e3 / eager, rel=0.01)
         assert capture_s == pytest.approx(1e3 / capture, rel=0.01)
         assert float(cells[8].rstrip("x")) == pytest.approx(eager / capture, rel=0.05)
+        assert cells[9] == "2 / 3"  # two layouts, and the capture revisit
