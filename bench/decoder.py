@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT))
 
 from runner.backends.base import BackendOptions  # noqa: E402
 from runner.history import CaseResult  # noqa: E402
-from runner.listeners import RunListener  # noqa: E402
 from runner.matrix import Case  # noqa: E402
 from runner.pipeline import execute  # noqa: E402
+from runner.reporters import LogLines  # noqa: E402
 from runner.selection import Selection, select  # noqa: E402
 
 TARGETS = ("wgpu", "ort-web:webgpu", "ort-web:jspi", "ort-web:jsep")
@@ -51,11 +51,9 @@ HEADER = (
 )
 
 
-class Progress(RunListener):
-    """Each result as it lands, on stderr: a browser run is minutes long."""
-
-    def on_result(self, result: CaseResult) -> None:
-        print(f"{result.case_id}: {result.verdict}", file=sys.stderr, flush=True)
+def progress(line: str) -> None:
+    """The runner's log lines, on stderr (stdout is the table): a browser run is minutes long."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def ran(size: str, args: argparse.Namespace, out: Path) -> list[tuple[Case, CaseResult]]:
@@ -66,7 +64,12 @@ def ran(size: str, args: argparse.Namespace, out: Path) -> list[tuple[Case, Case
     cases = {case.id: case for case in select(selection, lambda text: None)}
     options = BackendOptions(timeout_s=args.timeout)
     summary = execute(
-        cases.values(), out, options, selection.recorded(), False, listener=Progress()
+        cases.values(),
+        out,
+        options,
+        selection.recorded(),
+        False,
+        listener=LogLines(False, progress),
     )
     return [(cases[result.case_id], result) for result in summary.results]
 
