@@ -61,7 +61,7 @@ def ran(size: str, args: argparse.Namespace, out: Path) -> list[tuple[Case, Case
     suite, tags, models = SIZES[size]
     versions = {"ort-web": (args.ort_web_version,)}
     selection = Selection((suite,), tags, tuple(args.backend), versions, (models,))
-    cases = {case.id: case for case in select(selection, lambda text: None)}
+    cases = {case.id: case for case in select(selection, progress)}
     options = BackendOptions(timeout_s=args.timeout)
     summary = execute(
         cases.values(),
