@@ -10,12 +10,16 @@ exactly, so logits of std 1 differ by up to 0.045 here: 0.1.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import onnx
 import pytest
 
 from runner.backends.wgpu.device import Device
-from runner.backends.wgpu.steps import DeviceSteps
+from runner.backends.wgpu.executor import Session
+from runner.backends.wgpu.faults import Faults
+from runner.backends.wgpu.prepare import prepare
 from runner.compare import compare
 from runner.errors import EnvironmentUnusable
 from runner.suite.spec import DecoderParams, Tolerance
@@ -32,6 +36,32 @@ PROMPT = [3, 17, 42, 8, 29]
 STEPS = 3
 FLOAT = Tolerance(abs=1e-4, rel=1e-4)
 LEVEL4 = Tolerance(abs=0.1, rel=0.0)
+
+
+class DeviceSteps:
+    """A generation loop's steps on one wgpu device, for ``Generation`` to drive with the
+    caches fed from the host: the decoder's kernels checked step by step, apart from the
+    backend's own loop (which keeps the caches on the device). Each input shape gets a session
+    of its own; with ``capture`` its first run records and later runs replay. ``recorded``:
+    per capture run, whether that run recorded."""
+
+    def __init__(self, device: Device, model: bytes, capture: bool):
+        self.device, self.model, self.capture = device, model, capture
+        self.sessions: dict[tuple, Session] = {}
+        self.recorded: list[bool] = []
+
+    def __call__(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        shapes = tuple((name, np.shape(value)) for name, value in inputs.items())
+        if shapes not in self.sessions:
+            plan = prepare(self.model, inputs)
+            self.sessions[shapes] = Session(self.device, plan, len(self.device.sessions) + 1)
+            self.device.sessions[(self.model, shapes)] = self.sessions[shapes]
+        session = self.sessions[shapes]
+        if not self.capture:
+            return session.run_eager(inputs)[0]
+        recording, recorded = session.capture(Faults())
+        self.recorded.append(recorded)
+        return session.replay(recording, inputs)[0]
 
 
 def op_types(model: onnx.ModelProto) -> list[str]:
