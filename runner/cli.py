@@ -502,11 +502,16 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
     )
     for finding in explored.findings:
         failure = finding.failure
-        cut = " (shrinking cut short by the budget)" if finding.shrinking_cut else ""
+        cut = "*" if finding.shrinking_cut else ""
         print(
             f"{failure.result.verdict}: {finding.steps} steps{cut}, first seen after "
             f"{finding.examples_before} examples ({finding.seconds_to_first:.0f} s): "
             f"{finding.path}\n  {failure.result.message}"
+        )
+    if any(finding.shrinking_cut for finding in explored.findings):
+        print(
+            "* found in a pass whose shrinking the budget's grace ended: it may shrink further; "
+            "explore again over the same cache folder (Hypothesis replays it first)"
         )
     if not explored.findings:
         print("nothing found")

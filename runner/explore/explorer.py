@@ -222,12 +222,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
                 findings.append(FoundScenario(failure, path, examples, seconds, spent))
                 steps = len(failure.scenario.steps)
                 say(f"found {failure.result.verdict} in {steps} steps: {path}")
-            if spent and examine.pending:
-                say(
-                    "the budget's grace ended before Hypothesis had shrunk what this pass found: "
-                    "each is written as the smallest failing scenario seen; explore again over "
-                    "the same cache folder to shrink it further"
-                )
+
             if spent or not examine.pending:
                 break
             # Later passes must not delete known failures from the database: there they are

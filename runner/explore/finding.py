@@ -86,8 +86,9 @@ class FoundScenario:
     path: Path
     examples_before: int  # examples run in this explore before its first failure was seen
     seconds_to_first: float
-    # The budget's grace ended its pass before Hypothesis had shrunk it: it may shrink further,
-    # from the example database, in another explore over the same cache folder.
+    # Its pass ended with the budget's grace, before Hypothesis had finished shrinking what the
+    # pass found (it or another kind): it may shrink further, replayed from the example
+    # database by another explore over the same cache folder.
     shrinking_cut: bool = False
 
     @property
