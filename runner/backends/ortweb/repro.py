@@ -36,7 +36,7 @@ def write_runner(request: ReproRequest) -> ReproRunner:
     version = request.target.version or pinned_version()
     module = BUILDS[build].module
     folder = request.folder
-    files = ["index.html", "repro.mjs", "scenario.mjs"]
+    files = ["index.html", "repro.mjs", "feeds.mjs", "scenario.mjs"]
     if request.local:
         (folder / "dist").mkdir()
         for name, path in package_for(version).build_files(build).items():
@@ -72,7 +72,8 @@ def write_runner(request: ReproRequest) -> ReproRunner:
     )
     (folder / "repro.mjs").write_text(header + (ASSETS / "repro.mjs").read_text())
     shutil.copyfile(ASSETS / "repro.html", folder / "index.html")
-    shutil.copyfile(ASSETS / "scenario.mjs", folder / "scenario.mjs")
+    for shared in ("feeds.mjs", "scenario.mjs"):  # what the suite's page runs too
+        shutil.copyfile(ASSETS / shared, folder / shared)
     steps = [
         "In this folder: `python3 -m http.server 8000 --bind 127.0.0.1` (any static server; "
         "WebGPU needs a secure context, which http://127.0.0.1 is).",
