@@ -48,6 +48,8 @@ const say = (text) => {
   document.getElementById('log').textContent = lines.join('\n');
 };
 
+let contextSession = null; // kept for the page's life (main)
+
 const faultsOn = FAULTS.length > 0 && new URLSearchParams(location.search).get('faults') !== 'off';
 
 // WebGPU calls counted per run: a replay that creates bind groups or writes uniforms did not
@@ -385,6 +387,11 @@ const main = async () => {
   if (manifest.scenario) {
     return await judgeSteps(manifest, await runScenario(ort, feed, manifest));
   }
+  // The suite's page's own session (harness.js's contextSession), made before its first case
+  // and kept, never run: what lives on the wasm heap decides where a replay's outputs land (a
+  // decoder's capture replays on 1.30.0 throw without it). Scenarios go without it, as there.
+  contextSession = await ort.InferenceSession.create(
+    new Uint8Array(await bytes('context.onnx')), {executionProviders: [{name: 'webgpu'}]});
   const sessions = [];
   const results = [];
   for (const [index, step] of manifest.steps.entries()) {
