@@ -5,9 +5,9 @@
 // every run), on the graph (gpu_graph_id) it names when the step records several; a decoder's
 // (its workload's `deviceCache`) runs its loop as the suite's page does, through the feeding both
 // pages share (feeds.mjs): its prefill outside capture, then decode steps fed only token and mask
-// that read the KV caches the device wrote. The last
-// step is judged by the suite's own judge, in Python: Pyodide runs the bundle's judge/
-// (runner/repro/judging.py), which asks this script to compare tensors (`compareOutputs`).
+// that read the KV caches the device wrote. The last step is judged by the suite's own judge, in
+// Python: Pyodide runs the bundle's judge/ (runner/repro/judging.py), which asks this script to
+// compare tensors (`compareOutputs`).
 // A scenario's bundle holds its steps instead ("scenario"): scenario.mjs, which the suite's
 // page runs them with too, replays them, and the judge names the first failing step.
 // Serve the folder (python3 -m http.server) and open index.html; ?faults=off runs the same
