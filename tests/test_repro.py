@@ -380,7 +380,14 @@ def test_the_ort_web_page_imports_the_published_build_by_default(tmp_path):
     target = BackendTarget("ort-web", "webgpu", None, "1.30.0")
     request = ReproRequest(tmp_path, target, frozenset({"stale-uniform-binding"}), False, {})
     runner = write_runner(request)
-    assert runner.files == ("index.html", "repro.mjs", "scenario.mjs", "faults.js")
+    assert runner.files == (
+        "index.html",
+        "repro.mjs",
+        "feeds.mjs",
+        "scenario.mjs",
+        "context.onnx",
+        "faults.js",
+    )
     head = (tmp_path / "repro.mjs").read_text().splitlines()[:6]
     assert head[1] == (
         'const ORT_URL = "https://cdn.jsdelivr.net/npm/onnxruntime-web@1.30.0/dist/ort.webgpu.mjs";'

@@ -4,7 +4,9 @@ Each fault's canary sequence runs through the pipeline; its failing result is bu
 ``--with-fault --local`` as a user would (the CLI), the folder is moved elsewhere, served over
 ``python -m http.server``'s handler on 127.0.0.1 and opened in Chromium: the page must give
 the result's verdict, pass with ``?faults=off``, and fetch nothing from outside the folder.
-The real bug of suites/bugs/ort-fresh-buffers.yaml is bundled likewise, without a fault.
+The real bug of suites/bugs/ort-fresh-buffers.yaml is bundled likewise, without a fault, and
+a decoder's loops (a device prefill, and the cache-frozen-at-capture canary) replay as the
+suite's page runs them.
 """
 
 from __future__ import annotations
@@ -230,3 +232,62 @@ def test_a_scenario_bundle_replays_an_injected_stale_replay_in_chromium(write_su
     assert faulty["lines"][-2:] == [result["message"], "FAIL: stale-input"]
     assert clean["verdict"] == "pass" and clean["lines"][-1] == "PASS", clean["lines"]
     assert all(u.startswith(url) or u.startswith("data:") for u in asked), asked
+
+
+def test_a_decoder_bundle_replays_the_suites_loop_in_chromium(tmp_path):
+    """A decoder's bundle (``deviceCache``) runs its loop as the suite's page does (feeds.mjs):
+    the eager loop's prefill at the prompt's length, its caches fed back from its outputs, passes
+    whole; the capture loop writes each present cache in place into its past cache's buffer and
+    feeds the decode steps only token and mask, so the page gives the suite's
+    cache-frozen-at-capture failure, and with ?faults=off the same loop replays right."""
+    out = tmp_path / "reports"
+    cases = expand_matrix([load_suite(REPO / "suites/decoder.yaml")])
+    on = ["backend=ort-web:webgpu", "layout=default"]  # the C++ build, onnxruntime-web 1.30.0
+    # llama-tiny prefills on the device, eager only there (its capture traps after the prefill)
+    selected = [
+        *select_cases(cases, ["model=llama-tiny", *on]),
+        *select_cases(cases, ["model=frozen-cache", *on]),
+    ]
+    summary = execute(selected, out, BackendOptions(runs=3))
+    found = {(r.model, r.capture): r for r in summary.results}
+    assert sorted(found) == [
+        ("frozen-cache", "capture"),
+        ("frozen-cache", "eager"),
+        ("llama-tiny", "eager"),
+    ]
+    eager, capture = found["llama-tiny", "eager"], found["frozen-cache", "capture"]
+    assert eager.verdict == "pass", eager.message
+    assert capture.verdict == "capture-mismatch", capture.message
+    bundles = {}
+    for name, result, flags in (
+        ("eager", eager, ("--force",)),
+        ("capture", capture, ("--with-fault", "--full-model")),
+    ):
+        made = tmp_path / f"made-{name}"
+        proc = regress(
+            "repro", result.result_id, "--reports", out, "--out", made, "--local", *flags
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        bundles[name] = Path(shutil.move(made, tmp_path / "elsewhere" / name))
+    assert "reproduced: capture-mismatch" in proc.stdout
+    for name, bundle in bundles.items():
+        workload = json.loads((bundle / "repro.json").read_text())["workloads"]["main"]
+        draws = [workload["variants"][variant]["draw"] for _, variant in workload["schedule"]]
+        cache = workload["deviceCache"]
+        assert len(cache["inputs"]) == 4 and sorted(cache["inPlace"].values()) == cache["inputs"]
+        if name == "eager":  # the prompt first, then the 4 decode steps, the last one twice
+            assert draws == [-1, 0, 1, 2, 3, 3]
+            assert cache["prefillShape"]["sequence_length"] == 4
+        else:  # onnxruntime CPU's prefill: its caches are the first decode step's inputs
+            assert draws == [0, 1, 2, 3, 3] and cache["prefillShape"] == {}
+
+    with served(bundles["eager"]) as url:
+        [(page, asked)] = open_bundle(url, queries=("",))
+    assert page["verdict"] == "pass" and page["lines"][-1] == "PASS", page["lines"]
+    assert all(u.startswith(url) or u.startswith("data:") for u in asked), asked
+    with served(bundles["capture"]) as url:
+        (faulty, _), (clean, _) = open_bundle(url)
+    assert faulty["verdict"] == "capture-mismatch", faulty["lines"]
+    assert f"capture-mismatch: {capture.message}" in faulty["lines"]
+    assert faulty["lines"][-1] == "FAIL: capture-mismatch"
+    assert clean["verdict"] == "pass" and clean["lines"][-1] == "PASS", clean["lines"]

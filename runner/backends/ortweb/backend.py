@@ -260,7 +260,8 @@ class OrtWebBackend:
             self._context.add_init_script(path=str(ASSETS / "tracer.js"))
             self._context.add_init_script(path=str(ASSETS / "faults.js"))  # after the tracer
             files = {
-                f"/{name}": ASSETS / name for name in ("harness.html", "harness.js", "scenario.mjs")
+                f"/{name}": ASSETS / name
+                for name in ("harness.html", "harness.js", "feeds.mjs", "scenario.mjs")
             }
             self._server = AssetServer(files)
             for package in self._packages.values():

@@ -12,27 +12,14 @@ import json
 import threading
 from typing import Any
 
-from onnx import TensorProto, helper
 from playwright.sync_api import BrowserContext, Error, Page
 
 from runner.backends.ortweb import browser
+from runner.backends.ortweb.context import CONTEXT_MODEL
 from runner.backends.ortweb.server import AssetServer
 
 LOAD_TIMEOUT_S = 120.0  # the whole load: page, importing the bundle and compiling its wasm
 KILL_GRACE_S = 5.0  # beyond a case's timeout, before a stuck renderer is killed
-
-
-def _context_model() -> bytes:
-    """The model of the page's own session (harness.js ``contextSession``), which keeps ORT's
-    WebGPU context between cases: one Relu of a float."""
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "context", [x], [y])
-    opset = [helper.make_opsetid("", 17)]
-    return helper.make_model(graph, opset_imports=opset, ir_version=8).SerializeToString()
-
-
-CONTEXT_MODEL = _context_model()
 
 
 class CaseTimedOut(Exception):

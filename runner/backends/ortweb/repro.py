@@ -18,6 +18,7 @@ from typing import Any
 from runner.backends.base import ReproRequest, ReproRunner
 from runner.backends.ortweb import pyodide
 from runner.backends.ortweb.backend import ASSETS
+from runner.backends.ortweb.context import CONTEXT_MODEL
 from runner.backends.ortweb.package import (
     BUILDS,
     DEFAULT_BUILD,
@@ -36,7 +37,7 @@ def write_runner(request: ReproRequest) -> ReproRunner:
     version = request.target.version or pinned_version()
     module = BUILDS[build].module
     folder = request.folder
-    files = ["index.html", "repro.mjs", "scenario.mjs"]
+    files = ["index.html", "repro.mjs", "feeds.mjs", "scenario.mjs", "context.onnx"]
     if request.local:
         (folder / "dist").mkdir()
         for name, path in package_for(version).build_files(build).items():
@@ -72,7 +73,9 @@ def write_runner(request: ReproRequest) -> ReproRunner:
     )
     (folder / "repro.mjs").write_text(header + (ASSETS / "repro.mjs").read_text())
     shutil.copyfile(ASSETS / "repro.html", folder / "index.html")
-    shutil.copyfile(ASSETS / "scenario.mjs", folder / "scenario.mjs")
+    for shared in ("feeds.mjs", "scenario.mjs"):  # what the suite's page runs too
+        shutil.copyfile(ASSETS / shared, folder / shared)
+    (folder / "context.onnx").write_bytes(CONTEXT_MODEL)  # the suite's page's own session
     steps = [
         "In this folder: `python3 -m http.server 8000 --bind 127.0.0.1` (any static server; "
         "WebGPU needs a secure context, which http://127.0.0.1 is).",

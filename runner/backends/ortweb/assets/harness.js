@@ -9,6 +9,7 @@
 // (`keepSession`), kept until then so that the revisit replays the earlier capture after the
 // sequence's other layouts (layout-change sequences).
 // A case's `faults` (faults.js) are armed only while its own capture session records.
+import {feeder, releaseEntry} from './feeds.mjs';
 import {creationStatus, runScenarioSteps, sessionName} from './scenario.mjs';
 
 const tracer = window.__webgpuTracer;
@@ -26,21 +27,7 @@ let contextSession = null;
 let contextModelUrl = null;
 const fetched = new Map(); // url -> ArrayBuffer, for the current sequence
 let ort = null;
-
-const TYPED_ARRAYS = {
-  float32: Float32Array,
-  float16: Uint16Array,
-  float64: Float64Array,
-  int64: BigInt64Array,
-  uint64: BigUint64Array,
-  int32: Int32Array,
-  uint32: Uint32Array,
-  int16: Int16Array,
-  uint16: Uint16Array,
-  int8: Int8Array,
-  uint8: Uint8Array,
-  bool: Uint8Array,
-};
+let feed = null; // feeds.mjs's feeding, once ort is loaded
 
 /** The bytes at `url`, fetched once per sequence: data URLs are named by their content. */
 const fetchBytes = async (url) => {
@@ -72,15 +59,6 @@ const median = (values) => {
   return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 };
 
-/** Releases a session and destroys the GPU buffers the harness made for it, even if ORT throws. */
-const releaseEntry = async (entry) => {
-  try {
-    await entry.session.release();
-  } finally {
-    entry.buffers.splice(0).forEach((buffer) => buffer.destroy());
-  }
-};
-
 const releaseSession = async (name) => {
   const entry = sessions.get(name);
   sessions.delete(name);
@@ -96,233 +74,6 @@ const releaseSessions = async () => {
   for (const name of [...sessions.keys()]) {
     await releaseSession(name);
   }
-};
-
-const byteLength = (tensor) =>
-  tensor.dims.reduce((a, b) => a * b, 1) * TYPED_ARRAYS[tensor.type].BYTES_PER_ELEMENT;
-
-/** A GPU buffer on ORT's device for a tensor of `bytes` bytes, kept with the session entry. */
-const gpuBuffer = (entry, bytes) => {
-  const buffer = ort.env.webgpu.device.createBuffer({
-    size: Math.ceil(bytes / 16) * 16 || 16,
-    usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
-  });
-  entry.buffers.push(buffer);
-  return buffer;
-};
-
-const writeInput = (buffer, bytes) => {
-  const padded = new Uint8Array(buffer.size);
-  padded.set(new Uint8Array(bytes));
-  ort.env.webgpu.device.queue.writeBuffer(buffer, 0, padded);
-};
-
-/** A pre-allocated output's reader: its bytes, copied through a mappable buffer. */
-const reader = (buffer, output) => async () => {
-  const device = ort.env.webgpu.device;
-  const size = Math.ceil(byteLength(output) / 4) * 4 || 4;
-  const staging = device.createBuffer({size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST});
-  const encoder = device.createCommandEncoder();
-  encoder.copyBufferToBuffer(buffer, 0, staging, 0, size);
-  device.queue.submit([encoder.finish()]);
-  try {
-    await staging.mapAsync(GPUMapMode.READ);
-    return new TYPED_ARRAYS[output.type](staging.getMappedRange().slice(0, byteLength(output)));
-  } finally {
-    staging.destroy(); // unmaps it too
-  }
-};
-
-/** GPU tensors over `buffers`, one per input of `inputs` (the case's, by default). */
-const feedsOver = (spec, buffers, inputs = spec.inputs) => Object.fromEntries(inputs.map(
-  (input, i) => [input.name, ort.Tensor.fromGpuBuffer(buffers[i], {dataType: input.type, dims: input.dims})]));
-
-/** Pre-allocated GPU tensors for `outputs` and their readers: [fetches, readers]. */
-const outputsOver = (entry, outputs) => {
-  const fetches = {};
-  const readers = {};
-  for (const output of outputs) {
-    const buffer = gpuBuffer(entry, byteLength(output));
-    readers[output.name] = reader(buffer, output);
-    fetches[output.name] = ort.Tensor.fromGpuBuffer(
-      buffer, {dataType: output.type, dims: output.dims, download: readers[output.name]});
-  }
-  return [fetches, readers];
-};
-
-/**
- * Outputs written in place into an input's buffer among `buffers` (a decoder's present KV
- * caches into its past ones), as onnxruntime-genai binds a static KV cache: [fetches, readers].
- */
-const inPlaceOver = (spec, buffers) => {
-  const fetches = {};
-  const readers = {};
-  for (const [output, inputName] of Object.entries(spec.inPlace || {})) {
-    const i = spec.inputs.findIndex((input) => input.name === inputName);
-    const input = spec.inputs[i];
-    readers[output] = reader(buffers[i], input);
-    fetches[output] = ort.Tensor.fromGpuBuffer(
-      buffers[i], {dataType: input.type, dims: input.dims, download: readers[output]});
-  }
-  return [fetches, readers];
-};
-
-/**
- * The GPU buffers of one graph of a capture session and the tensors over them: its inputs (and
- * pre-allocated outputs), made on its first run and kept, as an application keeps them; with
- * `buffers.inputs` (`.outputs`) `fresh`, made again for every run. With `spec.swapped`, a second
- * buffer for every input an output is written into: the graph's runs alternate between the two
- * sides (`held`, `held.swap`), each writing its outputs into the buffers the other side reads.
- */
-const graphTensors = (entry, spec, graph) => {
-  const known = entry.graphs.get(graph);
-  const held = {...known};
-  if (!known || spec.buffers.inputs === 'fresh') {
-    const buffers = spec.inputs.map((input) => gpuBuffer(entry, byteLength(input)));
-    faults.inputs(spec.sessionName, graph, buffers, spec.inputs.map((input) => input.name));
-    held.inputBuffers = buffers;
-    held.feeds = feedsOver(spec, buffers);
-    [held.inPlace, held.inPlaceReaders] = inPlaceOver(spec, buffers);
-    if (spec.swapped) {
-      const written = new Set(Object.values(spec.inPlace));
-      const other = buffers.map((buffer, i) => (written.has(spec.inputs[i].name)
-        ? gpuBuffer(entry, byteLength(spec.inputs[i])) : buffer));
-      [held.inPlace, held.inPlaceReaders] = inPlaceOver(spec, other);
-      const [inPlace, inPlaceReaders] = inPlaceOver(spec, buffers);
-      held.swap = {inputBuffers: other, feeds: feedsOver(spec, other), inPlace, inPlaceReaders};
-      held.turn = 0;
-    }
-  }
-  if (spec.outputs && (!known || spec.buffers.outputs === 'fresh')) {
-    // The harness reads the buffers itself: getData would turn a kept tensor into a CPU one.
-    [held.fetches, held.readers] = outputsOver(
-      entry, spec.outputs.filter((o) => !(spec.inPlace || {})[o.name]));
-  }
-  entry.graphs.set(graph, held);
-  return held;
-};
-
-/** CPU tensors of `inputs` (name, type, dims) over `bytes`. */
-const cpuFeeds = (inputs, bytes) => Object.fromEntries(inputs.map((input, i) => [
-  input.name, new ort.Tensor(input.type, new TYPED_ARRAYS[input.type](bytes[i]), input.dims)]));
-
-/** Zero positions `length` on (axis 2) of a [batch, heads, positions, width] float32 cache. */
-const zeroFrom = (array, dims, length) => {
-  const [batch, heads, positions, width] = dims;
-  for (let block = 0; block < batch * heads; block++) {
-    array.fill(0, (block * positions + length) * width, (block + 1) * positions * width);
-  }
-};
-
-/** The same, in a GPU buffer holding such a cache. */
-const zeroFromInBuffer = (buffer, dims, length) => {
-  const [batch, heads, positions, width] = dims;
-  const zeros = new Uint8Array((positions - length) * width * 4);
-  for (let block = 0; block < batch * heads; block++) {
-    ort.env.webgpu.device.queue.writeBuffer(buffer, (block * positions + length) * width * 4, zeros);
-  }
-};
-
-/**
- * One run's feeds and fetches for graph `graph` and input `bytes`: CPU tensors (eager, dynamic),
- * or the graph's GPU tensors with `bytes` written into their buffers (capture); a null in `bytes`
- * leaves that buffer as it is (a decoder's KV cache), `clearFrom` zeroes the positions of those
- * caches from that length on (a rewind).
- */
-const runArguments = (entry, spec, graph, bytes, clearFrom) => {
-  if (spec.mode !== 'capture') {
-    return {feeds: cpuFeeds(spec.inputs, bytes), fetches: spec.outputNames};
-  }
-  const held = graphTensors(entry, spec, graph);
-  const side = held.swap && held.turn++ % 2 ? held.swap : held; // swapped: every other run
-  side.inputBuffers.forEach((buffer, i) => {
-    if (bytes[i]) {
-      writeInput(buffer, bytes[i]);
-    } else if (clearFrom !== undefined) {
-      zeroFromInBuffer(buffer, spec.inputs[i].dims, clearFrom);
-    }
-  });
-  if (!spec.inPlace) {
-    return {
-      feeds: held.feeds,
-      fetches: held.fetches || spec.outputNames,
-      readers: held.readers,
-      inputs: held.inputBuffers,
-    };
-  }
-  // null: onnxruntime allocates that output
-  const allocated = Object.fromEntries(spec.outputNames.map((name) => [name, null]));
-  return {
-    feeds: side.feeds,
-    fetches: {...allocated, ...held.fetches, ...side.inPlace},
-    readers: {...held.readers, ...side.inPlaceReaders},
-    inputs: side.inputBuffers,
-  };
-};
-
-/**
- * A decoder's prefill: the prompt's inputs (`spec.prefillInputs`, CPU tensors) at its own
- * sequence length, uncaptured. Under capture (run option gpu_graph_id -1, as onnxruntime-genai
- * runs its prompt) its KV caches are the graph's GPU buffers that its first decode step reads,
- * zeroed by `bytes` and written in place, so that step starts from the caches the device wrote.
- */
-const prefillArguments = (entry, spec, graph, bytes) => {
-  if (spec.mode !== 'capture') {
-    return {feeds: cpuFeeds(spec.prefillInputs, bytes), fetches: spec.outputNames};
-  }
-  // A capture session takes GPU buffers only, a run outside capture too (measured on 1.30.0):
-  // the prompt's own inputs and outputs get buffers of the graph's, made once.
-  const held = graphTensors(entry, spec, graph);
-  if (!held.prefill) {
-    const buffers = spec.prefillInputs.map((input) => gpuBuffer(entry, byteLength(input)));
-    const outputs = spec.prefillOutputs.filter((o) => !spec.inPlace[o.name]);
-    const [fetches, readers] = outputsOver(entry, outputs);
-    held.prefill = {buffers, feeds: feedsOver(spec, buffers, spec.prefillInputs), fetches, readers};
-  }
-  const reads = held.swap && held.turn % 2 ? held.swap : held; // what the next decode step reads
-  const caches = new Set(Object.values(spec.inPlace));
-  const feeds = {...held.prefill.feeds};
-  spec.prefillInputs.forEach((input, i) => {
-    if (caches.has(input.name)) {
-      writeInput(reads.inputBuffers[spec.inputs.findIndex((own) => own.name === input.name)], bytes[i]);
-      feeds[input.name] = reads.feeds[input.name];
-    } else {
-      writeInput(held.prefill.buffers[i], bytes[i]);
-    }
-  });
-  // the tensors that write into those buffers in place
-  const into = held.swap && reads === held ? held.swap : held;
-  return {
-    feeds,
-    fetches: {...held.prefill.fetches, ...into.inPlace},
-    readers: {...held.prefill.readers, ...into.inPlaceReaders},
-    inputs: reads.inputBuffers,
-    options: {extra: {gpu_graph_id: '-1'}},
-  };
-};
-
-/**
- * What run `bytes` writes under a decoder's KV caches kept on the device (`spec.deviceCache`):
- * a graph's first run writes every input; later ones leave the caches to what the graph's earlier
- * runs wrote: kept in their GPU buffers (capture: null), or fed as the previous run returned them
- * (eager), a rewind's dropped positions zeroed.
- */
-const carriedBytes = (spec, bytes, previous, clearFrom) => {
-  const caches = spec.deviceCache.caches; // past -> present
-  return bytes.map((data, i) => {
-    const input = spec.inputs[i];
-    if (!previous || !(input.name in caches)) {
-      return data;
-    }
-    if (spec.mode === 'capture') {
-      return null;
-    }
-    const cache = previous[caches[input.name]].slice();
-    if (clearFrom !== undefined) {
-      zeroFrom(cache, input.dims, clearFrom);
-    }
-    return cache.buffer;
-  });
 };
 
 /**
@@ -397,23 +148,16 @@ const runSession = async (entry, spec) => {
   for (const [i, [graph, variant, prefill]] of spec.schedule.entries()) {
     const last = i === spec.schedule.length - 1;
     const start = performance.now();
-    let bytes = variants[variant];
-    const clearFrom = spec.deviceCache && spec.deviceCache.rewinds[variant];
-    if (spec.deviceCache) {
-      bytes = carriedBytes(spec, bytes, lastRuns.get(graph), clearFrom);
-    }
-    const {feeds, fetches, readers, inputs, options} = prefill
-      ? prefillArguments(entry, spec, graph, bytes)
-      : runArguments(entry, spec, graph, bytes, clearFrom);
-    const runOptions = options || (spec.graphs > 1 ? {extra: {gpu_graph_id: String(graph)}} : null);
+    const {feeds, fetches, readers, inputs, options} =
+      feed.scheduledRun(entry, spec, [graph, variant, prefill], variants[variant], lastRuns.get(graph));
     (inputs || []).forEach((buffer) => inputBuffers.add(tracer.bufferId(buffer)));
     tracer.begin('run', {dispatches: last});
     // a prefill is no capture run: no fault touches it, and it counts for none of the recording
     faults[prefill ? 'suspend' : 'startRun']();
     let results;
     try {
-      results = await (runOptions
-        ? entry.session.run(feeds, fetches, runOptions)
+      results = await (options
+        ? entry.session.run(feeds, fetches, options)
         : entry.session.run(feeds, fetches));
     } catch (error) {
       tracer.end();
@@ -553,7 +297,7 @@ const runScenario = async (spec) => {
     createSession,
     releaseEntry,
     runArguments: (entry, sessionSpec, graph, variant) =>
-      runArguments(entry, sessionSpec, graph, variants[variant]),
+      feed.runArguments(entry, sessionSpec, graph, variants[variant]),
     startRun: () => tracer.begin('run'),
     endRun: () => tracer.end().counts,
     output: (tensor, data) => ({type: tensor.type, dims: tensor.dims, data: toBase64(data)}),
@@ -589,6 +333,7 @@ window.harness = {
   async load(url, contextModel) {
     const [module, adapter] = await Promise.all([import(url), adapterInfo()]);
     ort = module;
+    feed = feeder(ort, faults);
     ort.env.wasm.numThreads = 1; // threads need cross-origin isolation; WebGPU does the work
     ort.env.logLevel = 'error'; // ORT logs warnings with console.error
     contextModelUrl = contextModel;

@@ -2,29 +2,30 @@
 // create, in the order the suite created them ("steps"), and each model with its inputs and
 // onnxruntime CPU's outputs ("workloads"). Each run gets the inputs its workload's `schedule`
 // names, in the GPU buffers the step's `buffers` say (the same ones rewritten, or a new one
-// every run), on the graph (gpu_graph_id) it names when the step records several. The last
-// step is judged by the suite's own judge, in Python: Pyodide runs the bundle's judge/
-// (runner/repro/judging.py), which asks this script to compare tensors (`compareOutputs`).
+// every run), on the graph (gpu_graph_id) it names when the step records several; a decoder's
+// (its workload's `deviceCache`) runs its loop as the suite's page does, through the feeding both
+// pages share (feeds.mjs): its prefill outside capture, then decode steps fed only token and mask
+// that read the KV caches the device wrote. The last step is judged by the suite's own judge, in
+// Python: Pyodide runs the bundle's judge/ (runner/repro/judging.py), which asks this script to
+// compare tensors (`compareOutputs`).
 // A scenario's bundle holds its steps instead ("scenario"): scenario.mjs, which the suite's
 // page runs them with too, replays them, and the judge names the first failing step.
 // Serve the folder (python3 -m http.server) and open index.html; ?faults=off runs the same
 // steps without the injected fault(s) a --with-fault bundle carries.
+import {TYPED_ARRAYS, feeder, releaseEntry} from './feeds.mjs';
 import {creationStatus, runScenarioSteps, sessionName} from './scenario.mjs';
 
 const UNIFORM = 0x40; // GPUBufferUsage.UNIFORM
-const TYPED_ARRAYS = {
-  float32: Float32Array,
-  float16: Uint16Array,
-  float64: Float64Array,
-  int64: BigInt64Array,
-  uint64: BigUint64Array,
-  int32: Int32Array,
-  uint32: Uint32Array,
-  int16: Int16Array,
-  uint16: Uint16Array,
-  int8: Int8Array,
-  uint8: Uint8Array,
-  bool: Uint8Array,
+const PREFILL_DRAW = -1; // a decoder's prefill's variant (runner/schedule.py)
+
+/**
+ * The dims every run of the workload has alike, which its session pins: a decoder's device
+ * prefill runs at the prompt's sequence length (the suite's `Workload.shared_shape`).
+ */
+const sharedShape = (workload) => {
+  const prefill = workload.deviceCache ? workload.deviceCache.prefillShape : {};
+  return Object.fromEntries(Object.entries(workload.freeDimensionOverrides)
+    .filter(([dim, value]) => (prefill[dim] ?? value) === value));
 };
 
 /**
@@ -35,7 +36,7 @@ const TYPED_ARRAYS = {
  */
 const sessionOptions = (workload, mode, epAsString, location) => ({
   executionProviders: [epAsString ? 'webgpu' : {name: 'webgpu'}],
-  freeDimensionOverrides: workload.freeDimensionOverrides,
+  freeDimensionOverrides: sharedShape(workload),
   ...(mode === 'capture' ? {enableGraphCapture: true, preferredOutputLocation: 'gpu-buffer'} : {}),
   ...(location ? {preferredOutputLocation: location} : {}), // a scenario's session says
 });
@@ -46,6 +47,8 @@ const say = (text) => {
   console.log(text);
   document.getElementById('log').textContent = lines.join('\n');
 };
+
+let contextSession = null; // kept for the page's life (main)
 
 const faultsOn = FAULTS.length > 0 && new URLSearchParams(location.search).get('faults') !== 'off';
 
@@ -147,135 +150,103 @@ const firstDifference = (a, b) => Object.keys(a).find((name) => {
   return x.length !== y.length || !x.every((v, i) => Object.is(v, y[i]) || v === y[i]);
 }) ?? null;
 
-const byteLength = (spec) =>
-  spec.dims.reduce((a, b) => a * b, 1) * TYPED_ARRAYS[spec.type].BYTES_PER_ELEMENT;
-
-/** A GPU buffer on ORT's device for a tensor `spec`. */
-const gpuBuffer = (ort, spec) => ort.env.webgpu.device.createBuffer({
-  size: Math.ceil(byteLength(spec) / 16) * 16 || 16,
-  usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
-});
-
-const writeInput = (ort, buffer, data) => {
-  const padded = new Uint8Array(buffer.size);
-  padded.set(new Uint8Array(data));
-  ort.env.webgpu.device.queue.writeBuffer(buffer, 0, padded);
-};
-
-/** A pre-allocated output's bytes, copied through a mappable buffer. */
-const readOutput = async (ort, buffer, spec) => {
-  const device = ort.env.webgpu.device;
-  const size = Math.ceil(byteLength(spec) / 4) * 4 || 4;
-  const staging = device.createBuffer({size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST});
-  const encoder = device.createCommandEncoder();
-  encoder.copyBufferToBuffer(buffer, 0, staging, 0, size);
-  device.queue.submit([encoder.finish()]);
-  await staging.mapAsync(GPUMapMode.READ);
-  const data = staging.getMappedRange().slice(0, byteLength(spec));
-  staging.unmap();
-  staging.destroy();
-  return new TYPED_ARRAYS[spec.type](data);
-};
-
 /**
- * Graph capture needs its inputs in GPU buffers on ORT's device: each graph's are made on its
- * first run and kept, as an application keeps them, or made again every run with
- * `buffers.inputs` 'fresh'; likewise pre-allocated outputs (`buffers.outputs` not 'none'), typed
- * and shaped as onnxruntime CPU's outputs.
+ * What feeds.mjs takes for a step of `workload` (`step`: mode, buffers, graphs), as the suite
+ * hands its page a case: pre-allocated outputs typed and shaped as onnxruntime CPU's, and a
+ * decoder's device cache, its present caches written in place into their past caches' buffers
+ * under capture, and its prefill's inputs and outputs.
  */
-const graphTensors = (ort, entry, workload, step, graph, api) => {
-  const known = entry.graphs.get(graph);
-  const held = {...known};
-  if (!known || step.buffers.inputs === 'fresh') {
-    held.inputBuffers = workload.inputs.map((spec) => gpuBuffer(ort, spec));
-    api?.inputs(entry.name, graph, held.inputBuffers, workload.inputs.map((spec) => spec.name));
-    held.feeds = Object.fromEntries(workload.inputs.map((spec, i) => [
-      spec.name, ort.Tensor.fromGpuBuffer(held.inputBuffers[i], {dataType: spec.type, dims: spec.dims})]));
-  }
-  if (step.buffers.outputs !== 'none' && (!known || step.buffers.outputs === 'fresh')) {
-    held.fetches = {};
-    held.readers = {};
-    for (const spec of workload.cpu) {
-      const buffer = gpuBuffer(ort, spec);
-      held.readers[spec.name] = () => readOutput(ort, buffer, spec);
-      held.fetches[spec.name] = ort.Tensor.fromGpuBuffer(
-        buffer, {dataType: spec.type, dims: spec.dims, download: held.readers[spec.name]});
-    }
-  }
-  entry.graphs.set(graph, held);
-  return held;
+const feedSpec = (workload, step, sessionName) => {
+  const capture = step.mode === 'capture';
+  const cache = workload.deviceCache;
+  const inPlace = capture && cache && Object.keys(cache.inPlace).length ? cache.inPlace : undefined;
+  const prefill = workload.variants.find((variant) => variant.draw === PREFILL_DRAW);
+  return {
+    mode: step.mode,
+    sessionName,
+    graphs: step.graphs,
+    buffers: step.buffers,
+    inputs: workload.inputs,
+    outputNames: workload.outputs,
+    outputs: capture && (step.buffers.outputs !== 'none' || inPlace) ? workload.cpu : undefined,
+    ...(inPlace ? {inPlace, swapped: cache.swapped} : {}),
+    ...(cache ? {
+      deviceCache: {
+        caches: Object.fromEntries(Object.entries(cache.inPlace).map(([present, past]) => [past, present])),
+        rewinds: Object.fromEntries(cache.rewinds),
+      },
+    } : {}),
+    ...(prefill ? {prefillInputs: prefill.inputs, prefillOutputs: prefill.cpu} : {}),
+  };
 };
 
-/** One run's feeds (and pre-allocated fetches): CPU tensors, or the graph's GPU tensors with
- * the run's inputs written into their buffers (capture). */
-const runArguments = async (ort, entry, workload, step, graph, variant, api) => {
-  const data = await Promise.all(variant.inputs.map((spec) => bytes(spec.bin)));
-  if (step.mode !== 'capture') {
-    return {feeds: Object.fromEntries(workload.inputs.map((spec, i) => [
-      spec.name, new ort.Tensor(spec.type, new TYPED_ARRAYS[spec.type](data[i]), spec.dims)]))};
-  }
-  const held = graphTensors(ort, entry, workload, step, graph, api);
-  held.inputBuffers.forEach((buffer, i) => writeInput(ort, buffer, data[i]));
-  return {feeds: held.feeds, fetches: held.fetches, readers: held.readers};
-};
-
-const createSession = async (ort, workload, step, name) => {
+const createSession = async (ort, workload, spec) => {
   const model = new Uint8Array(await bytes(workload.model));
-  const asString = step.faults.includes('ep-name-as-string');
-  const options = sessionOptions(workload, step.mode, asString, step.location);
+  const asString = spec.faults.includes('ep-name-as-string');
+  const options = sessionOptions(workload, spec.mode, asString, spec.location);
   const session = await ort.InferenceSession.create(model, options);
-  return {session, name, graphs: new Map()};
+  return {session, name: spec.sessionName, graphs: new Map(), buffers: []};
 };
 
 /** What a failed run means: JSEP refuses a buffer it did not record with. */
-const runFailure = (step, index, graph, error) => {
+const runFailure = (step, index, graph, error, prefill) => {
   const message = String(error && error.message ? error.message : error);
-  const where = step.graphs > 1 ? ` (gpu_graph_id ${graph})` : '';
+  const where = (prefill ? ', the prefill' : '') + (step.graphs > 1 ? ` (gpu_graph_id ${graph})` : '');
   const refused = step.mode === 'capture' && /graph capture mode is not supported/i.test(message);
   return {status: refused ? 'capture-unsupported' : 'error', message: `run ${index + 1}${where}: ${message}`};
 };
 
 /**
- * The workload's runs on a session (its `schedule`: each run's graph and inputs), every run's
- * outputs read back; what replays (a graph's runs after its first) asked of WebGPU.
+ * The workload's runs on a session (its `schedule`: each run's graph and inputs, fed by
+ * feeds.mjs's `scheduledRun` as the suite's page feeds them), every run's outputs read back;
+ * what replays (a graph's runs after its first, a prefill none) asked of WebGPU.
  */
-const runSession = async (ort, entry, workload, step, api) => {
+const runSession = async (feed, entry, workload, spec, api) => {
   const outputs = [];
   const replays = {bindGroups: 0, uniformWrites: 0};
   const recorded = new Set();
+  const lastRuns = new Map(); // graph -> its last run's outputs by name (a decoder's caches)
   for (const [i, [graph, v]] of workload.schedule.entries()) {
-    const {feeds, fetches, readers} =
-      await runArguments(ort, entry, workload, step, graph, workload.variants[v], api);
+    const variant = workload.variants[v];
+    const prefill = variant.draw === PREFILL_DRAW;
+    const data = await Promise.all(variant.inputs.map((input) => bytes(input.bin)));
+    const {feeds, fetches, readers, options} =
+      feed.scheduledRun(entry, spec, [graph, v, prefill], data, lastRuns.get(graph));
     const before = {...counts};
-    api?.startRun();
+    api?.[prefill ? 'suspend' : 'startRun'](); // a prefill is no capture run: no fault touches it
     let results;
     try {
-      results = await (step.graphs > 1
-        ? entry.session.run(feeds, fetches || workload.outputs, {extra: {gpu_graph_id: String(graph)}})
-        : entry.session.run(feeds, fetches || workload.outputs));
+      results = await (options ? entry.session.run(feeds, fetches, options) : entry.session.run(feeds, fetches));
     } catch (error) {
-      return runFailure(step, i, graph, error);
+      return runFailure(spec, i, graph, error, prefill);
     } finally {
-      api?.endRun(entry.name);
+      if (prefill) {
+        api?.resume();
+      } else {
+        api?.endRun(entry.name);
+      }
     }
     if (recorded.has(graph)) {
       replays.bindGroups += counts.bindGroups - before.bindGroups;
       replays.uniformWrites += counts.uniformWrites - before.uniformWrites;
     }
-    recorded.add(graph);
+    if (!prefill) {
+      recorded.add(graph);
+    }
     const run = {};
     for (const name of workload.outputs) {
       const tensor = results[name];
-      const data = readers ? await readers[name]() : await tensor.getData();
-      run[name] = {type: tensor.type, dims: tensor.dims, data};
+      const read = readers && readers[name];
+      run[name] = {type: tensor.type, dims: tensor.dims, data: await (read ? read() : tensor.getData())};
     }
     outputs.push(run);
+    lastRuns.set(graph, Object.fromEntries(Object.entries(run).map(([name, tensor]) => [name, tensor.data])));
   }
   return {status: 'ok', runs: outputs, replays};
 };
 
 /** Creates (or reuses) the step's session and runs it; a failure becomes a status. */
-const runStep = async (ort, manifest, step, index, sessions) => {
+const runStep = async (ort, feed, manifest, step, index, sessions) => {
   const workload = manifest.workloads[step.workload];
   const faults = faultsOn ? step.faults : [];
   const api = faultsOn ? window.__webgpuFaults : undefined;
@@ -287,7 +258,7 @@ const runStep = async (ort, manifest, step, index, sessions) => {
         api?.beginRecording(name, faults, Math.max(2, step.graphs));
       }
       try {
-        sessions[index] = await createSession(ort, workload, {...step, faults}, name);
+        sessions[index] = await createSession(ort, workload, {...feedSpec(workload, step, name), faults});
       } catch (error) {
         const message = String(error && error.message ? error.message : error);
         return {status: creationStatus(step.mode === 'capture', message), message};
@@ -295,7 +266,15 @@ const runStep = async (ort, manifest, step, index, sessions) => {
     } else {
       sessions[index] = sessions[step.reuse];
     }
-    return await runSession(ort, sessions[index], workload, step, api);
+    const spec = feedSpec(workload, step, sessions[index].name);
+    const ran = await runSession(feed, sessions[index], workload, spec, api);
+    if (step.mode !== 'capture') {
+      // The suite's page releases a case's session when the case ends, but for a capture a
+      // revisit runs again: an eager one then, always. Kept, it changes the wasm heap under
+      // the capture after it (a decoder's capture replays on 1.30.0 throw with it kept).
+      await releaseEntry(sessions[index]);
+    }
+    return ran;
   } catch (error) {
     return {status: 'error', message: String(error && error.message ? error.message : error)};
   } finally {
@@ -310,7 +289,7 @@ const runStep = async (ort, manifest, step, index, sessions) => {
  * A scenario's steps (repro.json's `scenario`), run by scenario.mjs as the suite's page runs
  * them, on this page's sessions and feeds; its report, every run's outputs as typed arrays.
  */
-const runScenario = async (ort, manifest) => {
+const runScenario = async (ort, feed, manifest) => {
   const workload = manifest.workloads.main;
   const {scenario} = manifest;
   const faults = faultsOn ? FAULTS : [];
@@ -319,26 +298,25 @@ const runScenario = async (ort, manifest) => {
   let before = counts;
   const report = await runScenarioSteps({sessions: scenario.sessions, steps, outputNames: workload.outputs}, {
     sessionSpec: (step, session) => ({
-      mode: session.capture ? 'capture' : 'eager',
-      name: sessionName(step.session),
-      buffers: {inputs: step.inputs === 'fresh' ? 'fresh' : 'rewrite', outputs: session.outputs},
+      ...feedSpec(workload, {
+        mode: session.capture ? 'capture' : 'eager',
+        buffers: {inputs: step.inputs === 'fresh' ? 'fresh' : 'rewrite', outputs: session.outputs},
+        graphs: session.graphs,
+      }, sessionName(step.session)),
       location: session.location,
-      graphs: session.graphs,
       faults,
     }),
     createSession: async (spec) => {
       try {
-        return {entry: await createSession(ort, workload, spec, spec.name)};
+        return {entry: await createSession(ort, workload, spec)};
       } catch (error) {
         const message = String(error && error.message ? error.message : error);
         return {failed: {status: creationStatus(spec.mode === 'capture', message), message}};
       }
     },
-    releaseEntry: (entry) => entry.session.release(),
-    runArguments: async (entry, spec, graph, variant) => {
-      const args = await runArguments(ort, entry, workload, spec, graph, workload.variants[variant], api);
-      return {...args, fetches: args.fetches || workload.outputs};
-    },
+    releaseEntry,
+    runArguments: async (entry, spec, graph, variant) => feed.runArguments(
+      entry, spec, graph, await Promise.all(workload.variants[variant].inputs.map((input) => bytes(input.bin)))),
     startRun: () => {
       before = {...counts};
     },
@@ -412,13 +390,19 @@ const main = async () => {
   if (FAULTS.length) {
     say(`injected fault(s) ${FAULTS.join(', ')}: ${faultsOn ? 'on (?faults=off turns them off)' : 'off'}`);
   }
+  const feed = feeder(ort, faultsOn ? window.__webgpuFaults : undefined);
   if (manifest.scenario) {
-    return await judgeSteps(manifest, await runScenario(ort, manifest));
+    return await judgeSteps(manifest, await runScenario(ort, feed, manifest));
   }
+  // The suite's page's own session (harness.js's contextSession), made before its first case
+  // and kept, never run: what lives on the wasm heap decides where a replay's outputs land (a
+  // decoder's capture replays on 1.30.0 throw without it). Scenarios go without it, as there.
+  contextSession = await ort.InferenceSession.create(
+    new Uint8Array(await bytes('context.onnx')), {executionProviders: [{name: 'webgpu'}]});
   const sessions = [];
   const results = [];
   for (const [index, step] of manifest.steps.entries()) {
-    results[index] = await runStep(ort, manifest, step, index, sessions);
+    results[index] = await runStep(ort, feed, manifest, step, index, sessions);
   }
   return await judgeSteps(manifest, results);
 };
