@@ -8,7 +8,7 @@ caches the device wrote and is fed only its token and mask. The times are the st
 own: ``median_run_ms``, the median of a case's decode steps after its first (replays, under
 capture), and ``first_run_ms``, its first (the recording, under capture). Sizes: ``tiny``
 (suites/decoder.yaml's ``llama-tiny*``, the default) and ``small`` (suites/decoder-heavy.yaml's
-``llama-small*``). On ort-web's C++ builds the tiny capture cases are the ``-cpu-prefill``
+``llama-small*``). On ort-web's C++ builds the capture cases of both sizes are the ``-cpu-prefill``
 twins (a capture after a device prefill fails there; the suite says why), whose decode steps
 after the first are the same loop.
 
