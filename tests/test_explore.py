@@ -196,8 +196,8 @@ def test_a_finding_the_budget_cut_short_is_said_so_and_shrinks_further_on_a_reru
     suite_file, tmp_path, monkeypatch
 ):
     """No grace: the budget ends the pass soon after the canary is first seen, and the finding
-    is written unshrunk, marked so; explore over the same cache folder replays it and shrinks it
-    the rest of the way."""
+    is written as far as it shrank, marked so; explore over the same cache folder replays it
+    first and goes on from there."""
     for constant in ("SHRINK_GRACE", "GRACE_MIN_S", "SHRINK_EXAMPLES"):
         monkeypatch.setattr(explorer, constant, 0)
     # Seed 1 first sees the canary at the 22nd scenario (220 s on this clock); Hypothesis goes on
@@ -206,12 +206,13 @@ def test_a_finding_the_budget_cut_short_is_said_so_and_shrinks_further_on_a_reru
     first = _explore_at_ten_seconds_a_scenario(suite_file, tmp_path, monkeypatch, 400.0)
     (cut,) = first.findings
     assert cut.failure.result.verdict == "stale-input" and cut.shrinking_cut
-    assert len(_written_runs(cut)) > 2
     monkeypatch.undo()
     again = _explore_at_ten_seconds_a_scenario(suite_file, tmp_path, monkeypatch, 7200.0)
     (shrunk,) = again.findings
     assert shrunk.examples_before < cut.examples_before and not shrunk.shrinking_cut  # replayed
-    assert _written_runs(shrunk) == ["s1", "s1"]
+    # Hypothesis's minimal is its own (shortlex over its choices, not the fewest steps), so
+    # where the rerun ends depends on where the cut left it: never longer
+    assert len(_written_runs(shrunk)) <= len(_written_runs(cut))
 
 
 @pytest.mark.gpu
