@@ -222,7 +222,6 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
                 findings.append(FoundScenario(failure, path, examples, seconds, spent))
                 steps = len(failure.scenario.steps)
                 say(f"found {failure.result.verdict} in {steps} steps: {path}")
-
             if spent or not examine.pending:
                 break
             # Later passes must not delete known failures from the database: there they are

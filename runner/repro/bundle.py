@@ -137,6 +137,7 @@ class Writer:
             "variants": variants,
             "schedule": [[feed.graph, order.index(feed.variant)] for feed in feeds],
             "freeDimensionOverrides": dict(workload.shape),
+            "sharedShape": dict(workload.shared_shape),  # what a session serving every run pins
             "uniformOrder": list(workload.uniform_order),
         }
         cache = workload.device_cache

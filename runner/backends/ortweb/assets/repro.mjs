@@ -19,16 +19,6 @@ const UNIFORM = 0x40; // GPUBufferUsage.UNIFORM
 const PREFILL_DRAW = -1; // a decoder's prefill's variant (runner/schedule.py)
 
 /**
- * The dims every run of the workload has alike, which its session pins: a decoder's device
- * prefill runs at the prompt's sequence length (the suite's `Workload.shared_shape`).
- */
-const sharedShape = (workload) => {
-  const prefill = workload.deviceCache ? workload.deviceCache.prefillShape : {};
-  return Object.fromEntries(Object.entries(workload.freeDimensionOverrides)
-    .filter(([dim, value]) => (prefill[dim] ?? value) === value));
-};
-
-/**
  * The session options, as the suite creates its sessions (its harness.js): the EP as an
  * object, since the C++ EP builds pass enableGraphCapture on only then; capture sessions take
  * GPU-buffer inputs and keep their outputs on the GPU. `epAsString` is the injected fault
@@ -36,7 +26,7 @@ const sharedShape = (workload) => {
  */
 const sessionOptions = (workload, mode, epAsString, location) => ({
   executionProviders: [epAsString ? 'webgpu' : {name: 'webgpu'}],
-  freeDimensionOverrides: sharedShape(workload),
+  freeDimensionOverrides: workload.sharedShape, // a decoder's prefill leaves its sequence length free
   ...(mode === 'capture' ? {enableGraphCapture: true, preferredOutputLocation: 'gpu-buffer'} : {}),
   ...(location ? {preferredOutputLocation: location} : {}), // a scenario's session says
 });
