@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 from hypothesis import settings
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis.database import InMemoryExampleDatabase
+from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
 from runner.backends import REGISTRY
 from runner.backends.base import BackendOptions
@@ -265,6 +266,31 @@ def test_a_finding_is_cut_after_its_failing_step_only_when_the_cut_fails_alike(
     assert examine.cut(failure) == cut and ran == [3, 1]  # each scenario runs once
 
 
+def test_an_example_explore_interrupts_is_not_saved_for_the_next_explore():
+    """Hypothesis saves every example that raised a BaseException, to replay it first next
+    time. The one the budget interrupted did not fail; saved, it sorted before a real finding
+    and took all of a 3-s rerun's budget. Without the pass database Hypothesis saves it."""
+
+    class Interrupted(RuleBasedStateMachine):
+        examples = 0
+
+        @rule()
+        def step(self):
+            pass
+
+        def teardown(self):
+            Interrupted.examples += 1
+            if Interrupted.examples == 5:
+                raise explorer.BudgetSpent
+
+    for wrap, saved in ((lambda database: database, True), (explorer._PassDatabase, False)):
+        Interrupted.examples = 0
+        database = InMemoryExampleDatabase()
+        assert explorer._run_pass(Interrupted, wrap(database))  # the budget ended the pass
+        assert Interrupted.examples == 5
+        assert any(database.data.values()) is saved
+
+
 def test_a_backend_that_skips_scenarios_stops_explore_at_once(
     suite_file, tmp_path, monkeypatch, capsys
 ):
@@ -288,6 +314,7 @@ def test_a_backend_that_skips_scenarios_stops_explore_at_once(
     )
     assert code == ExitCode.ENVIRONMENT == 3
     assert len(planned) == 1
+    assert not [path for path in (tmp_path / "cache").rglob("*") if path.is_file()]  # not saved
     assert (
         "environment unusable: wgpu skips scenarios on this machine, so explore has nothing to "
         "draw: no WebGPU EP device on this machine"

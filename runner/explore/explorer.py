@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import itertools
 import math
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -61,14 +62,19 @@ SHRINK_EXAMPLES = 40
 PROGRESS_EVERY_S = 10.0
 
 
-class BudgetSpent(BaseException):
-    """Raised before an example once the budget is spent; Hypothesis does not catch it."""
+class Interruption(BaseException):
+    """What explore raises to stop a pass: not an ``Exception``, so Hypothesis lets it through
+    (after saving the interrupted example, which ``_PassDatabase`` drops)."""
 
 
-class ScenariosSkipped(BaseException):
+class BudgetSpent(Interruption):
+    """Raised before an example once the budget is spent."""
+
+
+class ScenariosSkipped(Interruption):
     """Raised when the backend skips a scenario: it draws only the steps the backend runs, so a
     skip says the machine cannot run scenarios there (ort-native without its GPU device), and
-    every later one would be skipped too. Hypothesis does not catch it."""
+    every later one would be skipped too."""
 
 
 @dataclass(frozen=True)
@@ -196,7 +202,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         # target's own page is loaded (ort-web would load its default build's to answer)
         findings: list[FoundScenario] = []
         written: set[tuple] = set()
-        database: ExampleDatabase = DirectoryBasedExampleDatabase(database_folder)
+        database = _PassDatabase(DirectoryBasedExampleDatabase(database_folder))
         for pass_number in itertools.count(1):
             examine.pending.clear()
             factory = machine_factory(space, examine)
@@ -226,7 +232,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
                 break
             # Later passes must not delete known failures from the database: there they are
             # known, not fixed, and the next explore should replay them first.
-            database = _KeepFetched(DirectoryBasedExampleDatabase(database_folder))
+            database = _PassDatabase(database.inner, keep_fetched=True)
         say(examine.progress())
     finally:
         backend.close()
@@ -300,13 +306,17 @@ def _failure_type(kind: FailureKind) -> type[FailedScenario]:
     return _FAILURE_TYPES[kind]
 
 
-class _KeepFetched(ExampleDatabase):
-    """A database that never deletes what it handed out: a later pass treats those known
-    failures as passing, which must not read as fixed."""
+class _PassDatabase(ExampleDatabase):
+    """The example database as one pass sees it. Hypothesis saves every example that raised a
+    ``BaseException``, to replay it first next time; an example explore interrupted
+    (``Interruption``: the budget spent, scenarios skipped) did not fail, and would waste the
+    next explore's first example (or all of a short budget) replaying it, so it is not saved.
+    A later pass (`keep_fetched`) never deletes what it was handed either: it treats those
+    known failures as passing, which must not read as fixed."""
 
-    def __init__(self, inner: ExampleDatabase):
+    def __init__(self, inner: ExampleDatabase, keep_fetched: bool = False):
         super().__init__()
-        self.inner = inner
+        self.inner, self.keep_fetched = inner, keep_fetched
         self.fetched: set[tuple[bytes, bytes]] = set()
 
     def fetch(self, key: bytes) -> Iterable[bytes]:
@@ -315,10 +325,12 @@ class _KeepFetched(ExampleDatabase):
             yield value
 
     def save(self, key: bytes, value: bytes) -> None:
-        self.inner.save(key, value)
+        # Hypothesis saves an interrupted example while handling the interruption
+        if not isinstance(sys.exc_info()[1], Interruption):
+            self.inner.save(key, value)
 
     def delete(self, key: bytes, value: bytes) -> None:
-        if (key, value) not in self.fetched:
+        if not (self.keep_fetched and (key, value) in self.fetched):
             self.inner.delete(key, value)
 
 
