@@ -346,3 +346,13 @@ def test_bad_input_exits_2_saying_why(suite_file, tmp_path, extra, message):
     assert explored.returncode == 2
     assert message in explored.stderr
     assert "Traceback" not in explored.stderr
+
+
+def test_a_suite_of_decoders_only_is_refused_saying_explore_draws_none(tmp_path):
+    explored = _explore(REPO / "suites" / "decoder.yaml", tmp_path, tmp_path / "cache")
+    assert explored.returncode == 2
+    assert (
+        "no model to explore: the suites have no encoder or model file (explore draws no decoder "
+        "loop and no op test)"
+    ) in explored.stderr
+    assert "Traceback" not in explored.stderr

@@ -70,6 +70,7 @@ def explore_space(selection: Selection, inject: frozenset[str]) -> Space:
         raise InvalidInput(
             "no model to explore: the suites have no encoder or model file"
             + (f" matching {', '.join(selection.filters)}" if selection.filters else "")
+            + " (explore draws no decoder loop and no op test)"
         )
     return Space(models, target, descriptor.scenario_actions)
 
