@@ -39,11 +39,11 @@ sys.path.insert(0, str(ROOT))
 from runner.backends.base import BackendOptions  # noqa: E402
 from runner.backends.ortweb.backend import OrtWebBackend  # noqa: E402
 from runner.backends.ortweb.browser import descendant_pids  # noqa: E402
-from runner.casestep import CaseStep  # noqa: E402
 from runner.oracle import ReferenceCache  # noqa: E402
 from runner.pipeline import execute  # noqa: E402
 from runner.report.junit import case_seconds  # noqa: E402
 from runner.selection import Selection, select  # noqa: E402
+from runner.step import Step  # noqa: E402
 
 
 def inside_ms(result) -> float:
@@ -66,7 +66,7 @@ def naive(cases, options: BackendOptions) -> tuple[float, float]:
     for case in cases:
         backend = OrtWebBackend(options)
         try:
-            judged = CaseStep(ReferenceCache(None).references, options.runs).run(case, backend)
+            judged = Step(ReferenceCache(None).references, options).run(case, backend)
         finally:
             backend.close()
         inside_s += case_seconds(dataclasses.asdict(judged.run.timings))

@@ -11,7 +11,7 @@ the oracle's reference for them. When the oracle could not run the case, the jud
 no reference.
 
 This is the only place verdicts are decided. A repro bundle judges with it too: ``repro.py``
-imports it, and the bundle's page runs it under Pyodide (``runner.repro.judging``). So it
+imports it, and the bundle's page runs it under Pyodide (``runner.scenario.bundled``). So it
 imports only the standard library and other such modules (tests/test_architecture.py): the
 arrays are opaque here, and ``Evidence.measure`` compares them.
 """

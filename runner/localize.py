@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import onnx
 from onnx import TensorProto, helper
 
-from runner.backends.base import Backend
+from runner.backends.base import Backend, CaseWork
 from runner.compare import compare
 from runner.matrix import Case
 from runner.oracle import compute_reference
@@ -71,13 +71,13 @@ def first_divergent_node(
     capture_bug = case.capture and bool(verdicts & {"capture-mismatch", "stale-layout"})
     if capture_bug:
         for earlier_case, earlier_workload in prefix:
-            backend.run(earlier_case, expose_intermediates(earlier_workload).workload)
+            backend.run(CaseWork(earlier_case, expose_intermediates(earlier_workload).workload))
     eager_case = dataclasses.replace(case, capture=False, revisit=False, revisited=False)
-    eager = backend.run(eager_case, exposed.workload)
+    eager = backend.run(CaseWork(eager_case, exposed.workload))
     if eager.status != "ok":
         return None
     if capture_bug:
-        suspect = backend.run(case, exposed.workload)
+        suspect = backend.run(CaseWork(case, exposed.workload))
         if suspect.status != "ok":
             return None
         got, want, against = suspect.outputs, eager.outputs, "eager"

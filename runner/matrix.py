@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runner.suite.scenarios import Scenario
 from runner.suite.spec import (
     DIMENSIONS,
     MODES,
@@ -110,6 +111,39 @@ class Case:
             "test": op_case.test.name if op_case else "",
             "operator": op_case.test.operator if op_case else "",
         }
+
+
+@dataclass(frozen=True)
+class ScenarioTarget:
+    """A scenario of a suite on one backend target: what a run steps after its cases."""
+
+    suite: Suite
+    scenario: Scenario
+    target: BackendTarget
+
+    @property
+    def id(self) -> str:
+        return f"scenario={self.scenario.name}/{self.target.id}"
+
+    @property
+    def tolerance(self) -> Tolerance:
+        return self.scenario.tolerance or self.suite.tolerance
+
+    def as_case(self, inject: frozenset[str]) -> Case:
+        """The case whose model, shape, target, tolerance and expectation the scenario's
+        sessions share (its workload is built from it; its record starts from it)."""
+        scenario = self.scenario
+        return Case(
+            self.suite,
+            scenario.model,
+            scenario.shape,
+            self.suite.layouts[0],
+            self.target,
+            True,
+            self.tolerance,
+            scenario.expectation,
+            inject=inject,
+        )
 
 
 def unversioned_id(case_id: str) -> str:

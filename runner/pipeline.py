@@ -1,4 +1,5 @@
-"""The run: each case stepped (``runner.casestep``) and stored, as the listeners are told.
+"""The run: each case and scenario stepped (``runner.step``) and stored, as the listeners are
+told.
 
 Cases arrive in matrix order, so one layout-change sequence is contiguous and a capture case
 follows its eager twin (and both their dynamic twin); the case step keeps what the judge needs
@@ -23,14 +24,13 @@ from typing import Any
 
 from runner.backends import REGISTRY, open_backend
 from runner.backends.base import Backend, BackendOptions
-from runner.casestep import CaseStep
 from runner.environment import base_environment
 from runner.errors import EnvironmentUnusable, ExitCode
 from runner.history import CaseResult, RunFolder, RunRecord, RunStatus, SqliteHistory
 from runner.listeners import RunListener, as_listener
-from runner.matrix import Case
+from runner.matrix import Case, ScenarioTarget
 from runner.oracle import ReferenceCache
-from runner.scenario.step import ScenarioTarget, step_scenario
+from runner.step import Step
 from runner.verdicts import FAILING_OUTCOMES
 
 
@@ -124,8 +124,7 @@ def execute(
     the run is marked incomplete. `listener` (one, several or none; ``runner.listeners``) hears
     of each case started and stored, each backend opened, and the notes of each backend
     preparing what its cases need (installing versions). `scenarios` run after the cases, on
-    the same backends, and are stored, timed out and counted against `maxfail` as cases are
-    (``runner.scenario``).
+    the same backends, and are stored, timed out and counted against `maxfail` as cases are.
     """
     listener = as_listener(listener)
     cases, scenarios = list(cases), list(scenarios)
@@ -156,7 +155,7 @@ def execute(
     status, message, interrupted = RunStatus.COMPLETE, "", False
     for store in stores:
         store.begin_run(run)
-    step = CaseStep(oracle.references, options.runs, localize)
+    step = Step(oracle.references, options, localize)
     deadline = time.monotonic() + run_timeout_s if run_timeout_s else None
     try:
         with _Interrupts().installed() as interrupts, ExitStack() as closing:
@@ -186,8 +185,7 @@ def execute(
                 return step.run(case, used(case.backend.name)).result(run_id)
 
             def run_scenario(item: ScenarioTarget) -> CaseResult:
-                backend = used(item.target.name)
-                return step_scenario(item, backend, oracle.references, options, run_id).result
+                return step.run(item, used(item.target.name)).result(run_id)
 
             jobs = [functools.partial(run_case, case) for case in cases]
             jobs += [functools.partial(run_scenario, item) for item in scenarios]

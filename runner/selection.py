@@ -21,6 +21,7 @@ from runner.errors import InvalidInput
 from runner.history import SqliteHistory
 from runner.matrix import (
     Case,
+    ScenarioTarget,
     expand_matrix,
     expand_suite,
     parse_shard,
@@ -29,7 +30,6 @@ from runner.matrix import (
     unversioned_id,
     with_predecessors,
 )
-from runner.scenario.step import ScenarioTarget
 from runner.suite import load_suites
 from runner.suite.spec import Expectation, Suite, label_versions
 from runner.verdicts import FAILING_OUTCOMES
@@ -67,7 +67,7 @@ def versioned_backends() -> list[BackendDescriptor]:
 def load(selection: Selection) -> list[Suite]:
     """The selection's suites with its backends and versions in place of their own; reads files
     only."""
-    suites = load_suites(selection.suites, selection.tags)
+    suites = load_suites(selection.suites, REGISTRY, selection.tags)
     if selection.backends:
         suites = [_retarget(suite, selection.backends) for suite in suites]
     return [_version_override(suite, selection.versions) for suite in suites]

@@ -1,4 +1,7 @@
-"""Why an op-test case cannot run here, said before it runs.
+"""Why a case or a scenario cannot run here, said before it runs.
+
+A scenario is skipped when its backend runs none of its steps or lacks one of them (the
+descriptor's ``scenario_actions``: the one place that says which steps a backend runs).
 
 A case is skipped, with its reason, when its test's ``platformCondition`` does not match the
 backend's platform, or when the backend cannot hold one of its element types. What a backend
@@ -18,7 +21,7 @@ import re
 import sys
 
 from runner.backends import REGISTRY
-from runner.matrix import Case
+from runner.matrix import Case, ScenarioTarget
 from runner.verdicts import SKIP_PLATFORM, SKIP_TYPE
 
 
@@ -46,4 +49,16 @@ def skip_reason(case: Case) -> str | None:
     lacking = sorted(types - (REGISTRY[backend].element_types or types))
     if lacking:
         return f"{SKIP_TYPE}: {backend} has no {', '.join(lacking)} tensors"
+    return None
+
+
+def scenario_skip_reason(item: ScenarioTarget) -> str | None:
+    """Why `item`'s backend cannot run its steps; None if it can."""
+    name = item.target.name
+    actions = REGISTRY[name].scenario_actions
+    if not actions:
+        return f"{name} does not run scenarios yet"
+    lacking = sorted({step.action for step in item.scenario.steps} - set(actions))
+    if lacking:
+        return f"{name} has no {', '.join(lacking)} step (it runs {', '.join(actions)})"
     return None

@@ -17,7 +17,7 @@ import pytest
 
 from runner.backends import REGISTRY
 from runner.backends.base import RUN_STATUSES
-from runner.repro.judging import PAGE_MODULES
+from runner.scenario.bundled import PAGE_MODULES
 from runner.suite import load_suites
 from runner.suite.spec import label_versions
 from runner.verdicts import VERDICTS
@@ -231,6 +231,60 @@ def test_the_report_and_repro_floors_point_down_only():
     assert _importers(graph, "runner.reporters") == {"runner.cli"}
 
 
+# Imports that point up the floors, each with why (docs/architecture.md: at most two).
+UPWARD: dict[tuple[str, str], str] = {}
+
+
+def _unit(module: str) -> str:
+    """A module's room: its package under runner/, or the top-level module itself."""
+    parts = module.split(".")
+    package = ".".join(parts[:2])
+    return package if (REPO / package.replace(".", "/")).is_dir() else module
+
+
+def _unit_edges() -> set[tuple[str, str]]:
+    """(room, room) for every import between two rooms, counting annotations under
+    TYPE_CHECKING and imports inside functions."""
+    return {
+        (_unit(name), _unit(target))
+        for name, (at_load, deferred) in _graph(type_checking=True).items()
+        for target in at_load | deferred
+        if _unit(name) != _unit(target) and name != "runner"
+    }
+
+
+def _documented_floors() -> list[set[str]]:
+    """docs/architecture.md's floors, lowest first: the rooms each numbered item names."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    section = text.split("### The floors", 1)[1].split("\n#", 1)[0]
+    items = [item.split("\n\n")[0] for item in re.split(r"\n\d+\. ", section)[1:]]
+    names = [re.findall(r"`([\w/]+(?:\.py|/))`", item) for item in items]
+    return [
+        {"runner." + n.removesuffix(".py").strip("/").replace("/", ".") for n in floor}
+        for floor in names
+    ]
+
+
+def test_the_documented_floors_are_the_imports():
+    """Every room is on one floor of docs/architecture.md's list, and imports only from its own
+    floor or below, but for the justified `UPWARD` arrows (at most two)."""
+    floors = _documented_floors()
+    rooms = {_unit(name) for name in _modules()} - {"runner"}
+    listed = [room for floor in floors for room in floor]
+    assert sorted(listed) == sorted(rooms), "each room listed once"
+    floor_of = {room: i for i, floor in enumerate(floors) for room in floor}
+    upward = {(a, b) for a, b in _unit_edges() if floor_of[b] > floor_of[a]}
+    assert upward == set(UPWARD), "an import up the floors: move it down, or justify it"
+    assert len(UPWARD) <= 2
+
+
+def test_no_two_rooms_import_each_other_even_indirectly():
+    """Packages and top-level modules form no loop (a loop makes every room on it one room)."""
+    edges = _unit_edges()
+    rooms = {room for edge in edges for room in edge}
+    _fail_on_a_cycle({room: {b for a, b in edges if a == room} for room in rooms})
+
+
 def test_loading_the_bundled_suites_starts_no_process_and_opens_no_connection(monkeypatch):
     """Loading reads files only (versions a registry must resolve wait for the selected cases):
     with processes and sockets forbidden, every bundled suite still loads."""
@@ -240,7 +294,7 @@ def test_loading_the_bundled_suites_starts_no_process_and_opens_no_connection(mo
 
     monkeypatch.setattr(subprocess.Popen, "__init__", forbidden)
     monkeypatch.setattr(socket.socket, "connect", forbidden)
-    suites = load_suites([REPO / "suites"])
+    suites = load_suites([REPO / "suites"], REGISTRY)
     assert len(suites) == 15
 
 
@@ -257,11 +311,12 @@ def test_the_command_line_parses_and_selection_selects():
     assert not names & {"expand_matrix", "select_resolved", "shard_cases", "with_predecessors"}
 
 
-def test_only_the_case_step_builds_evidence():
-    """The judge sees one kind of evidence however a case ran: the run, repro's reruns and the
-    benchmarks all step cases through ``runner.casestep``; a bundle, which holds no case, has
-    its steps' evidence built from its files by ``runner.repro.judging``, and a scenario,
-    whose sessions are no cases, its runs' by ``runner.scenario.judging``."""
+def test_only_the_step_builds_evidence():
+    """The judge sees one kind of evidence however a unit of work ran: the run, explore, repro's
+    reruns and the benchmarks all step cases and scenarios through ``runner.step``; a
+    scenario's sessions, which are no cases, have their runs' evidence built by
+    ``runner.scenario.judging``, and a bundle, which holds no case, from its files by
+    ``runner.scenario.bundled``."""
     builders = set()
     for path in [*RUNNER.rglob("*.py"), *(REPO / "bench").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -271,27 +326,42 @@ def test_only_the_case_step_builds_evidence():
                 if name == "Evidence":
                     builders.add(path.relative_to(REPO).as_posix())
     assert builders == {
-        "runner/casestep.py",
-        "runner/repro/judging.py",
+        "runner/step.py",
+        "runner/scenario/bundled.py",
         "runner/scenario/judging.py",
     }
 
 
-def test_the_suite_loader_reaches_the_backends_in_one_function_only():
-    """Loading a suite reads files: only the backend entries' parser asks the registry how a
-    backend spells its targets, when it is called."""
-    tree = ast.parse((RUNNER / "suite" / "loader.py").read_text())
-    reaching = set()
-    for function in ast.walk(tree):
-        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
-            for node in ast.walk(function):
-                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
-                    "runner.backends"
-                ):
-                    reaching.add(function.name)
-    at_load, _ = _graph()["runner.suite.loader"]
-    assert not {t for t in at_load if t.startswith("runner.backends")}
-    assert reaching == {"backend"}
+def test_backends_have_one_entry_point_and_the_step_alone_calls_it():
+    """A backend runs a case or a scenario through ``run(work)``: it has no other public method
+    named for running, and outside backends/ only the step (and localization's replays, and
+    repro's rerun of a cut model's eager twin) hands one work."""
+    for descriptor in REGISTRY.values():
+        module, _, name = descriptor.factory.partition(":")
+        tree = ast.parse((REPO / (module.replace(".", "/") + ".py")).read_text())
+        (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name]
+        public = {
+            n.name for n in cls.body if isinstance(n, ast.FunctionDef) and n.name.startswith("run")
+        }
+        assert public == {"run"}, (descriptor.name, public)
+    makers = {
+        path.relative_to(REPO).as_posix()
+        for path in RUNNER.rglob("*.py")
+        if not path.is_relative_to(RUNNER / "backends")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("CaseWork", "ScenarioWork")
+    }
+    assert makers == {"runner/step.py", "runner/localize.py", "runner/repro/verify.py"}
+
+
+def test_the_suite_loader_is_handed_the_backends_it_parses_entries_with():
+    """Loading a suite reads files: it imports nothing from ``runner.backends`` (not even for
+    annotations); a ``backends:`` entry is parsed by the descriptors its caller hands it, as
+    onnx's backend test runner is handed its backend."""
+    graph = _graph(type_checking=True)
+    for name, (at_load, deferred) in graph.items():
+        if name.startswith("runner.suite"):
+            assert not {t for t in at_load | deferred if t.startswith("runner.backends")}, name
 
 
 def _load_closure(graph, name: str) -> set[str]:
@@ -307,7 +377,7 @@ def _load_closure(graph, name: str) -> set[str]:
 def test_the_bundle_page_loads_exactly_the_judge_and_what_it_imports():
     """The page writes `PAGE_MODULES` into Pyodide; a module the judge comes to import must be
     listed there, or every bundle page fails to judge."""
-    closure = _load_closure(_graph(), "runner.repro.judging")
+    closure = _load_closure(_graph(), "runner.scenario.bundled")
     paths = {str(_modules()[name].relative_to(REPO)) for name in closure}
     assert paths == set(PAGE_MODULES)
 
@@ -317,7 +387,7 @@ def test_the_judge_runs_without_numpy():
     judge through the measure they are given."""
     script = (
         "import sys; sys.modules['numpy'] = None\n"
-        "from runner.repro.judging import ScriptMeasure, judge_page\n"
+        "from runner.scenario.bundled import ScriptMeasure, judge_page\n"
         "import json\n"
         "tensors = [{'y': [1.0, 2.0]}, {'y': [1.0, 2.5]}]\n"
         "def compare(a, b, abs, rel, exact):\n"
@@ -369,7 +439,7 @@ def test_verdicts_are_decided_in_the_judge_only():
     assert makers == {RUNNER / "judge.py"}
     detected = set(VERDICTS) - set(RUN_STATUSES) - {"pass"}
     runners = [
-        RUNNER / "repro" / "judging.py",
+        RUNNER / "scenario" / "bundled.py",
         *RUNNER.glob("backends/*/repro_script.py"),
         *RUNNER.glob("backends/*/assets/repro.mjs"),
         *RUNNER.glob("backends/*/assets/scenario.mjs"),  # a scenario bundle's step loop

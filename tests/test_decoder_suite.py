@@ -11,7 +11,8 @@ import numpy as np
 import onnx
 import pytest
 
-from runner.backends.base import BackendOptions
+from runner.backends import REGISTRY
+from runner.backends.base import BackendOptions, CaseWork
 from runner.backends.ortnative.ep import EpBackend
 from runner.backends.wgpu.backend import WgpuBackend
 from runner.errors import InvalidInput
@@ -30,7 +31,7 @@ DECODER = REPO / "suites" / "decoder.yaml"
 
 
 def test_a_decoder_runs_its_loop_as_the_case_s_runs():
-    suite = load_suite(DECODER)
+    suite = load_suite(DECODER, REGISTRY)
     [case] = [
         c
         for c in expand_matrix([suite])
@@ -77,7 +78,7 @@ def test_prefill_cpu_leaves_the_prompt_to_onnxruntime_cpu(write_suite):
         backends: [wgpu]
         """
     )
-    [case] = [c for c in expand_matrix([load_suite(suite)]) if c.mode == "capture"]
+    [case] = [c for c in expand_matrix([load_suite(suite, REGISTRY)]) if c.mode == "capture"]
     workload = materialize(case, runs=3)
     assert [feed.variant for feed in workload.schedule] == [(0, 0), (0, 1), (0, 2), (0, 2)]
     assert workload.device_cache.prefill_shape == {}
@@ -88,7 +89,7 @@ def test_prefill_cpu_leaves_the_prompt_to_onnxruntime_cpu(write_suite):
 def capture_workload(model: str):
     [case] = [
         c
-        for c in expand_matrix([load_suite(DECODER)])
+        for c in expand_matrix([load_suite(DECODER, REGISTRY)])
         if c.id.startswith(f"{model}/") and c.backend.name == "wgpu" and c.mode == "capture"
         and c.layout.label == "default" and not c.revisit
     ]  # fmt: skip
@@ -144,7 +145,7 @@ backends: [wgpu]
 def test_bad_decoder_entries_say_where_and_what_is_expected(write_suite):
     path = write_suite(BAD)
     with pytest.raises(InvalidInput) as info:
-        load_suite(path)
+        load_suite(path, REGISTRY)
     problems = [str(p) for p in info.value.problems]
     expected = [
         f"{path}:5:15: a prompt of 4 tokens and 5 decode steps need 9 positions; model "
@@ -307,7 +308,7 @@ def test_a_decoder_file_runs_as_the_builtin_and_one_without_caches_is_refused(wr
         backends: [wgpu]
         """
     )
-    cases = [c for c in expand_matrix([load_suite(suite)]) if c.mode == "capture"]
+    cases = [c for c in expand_matrix([load_suite(suite, REGISTRY)]) if c.mode == "capture"]
     built, from_file = (materialize(c, runs=3) for c in cases)
     assert from_file.shape == built.shape and from_file.in_place == built.in_place
     assert from_file.schedule == built.schedule and from_file.key == built.key
@@ -326,7 +327,7 @@ def test_a_decoder_file_runs_as_the_builtin_and_one_without_caches_is_refused(wr
         name="bad.yaml",
     )
     with pytest.raises(InvalidInput) as info:
-        load_suite(bad)
+        load_suite(bad, REGISTRY)
     [problem] = info.value.problems
     assert str(problem) == (
         f"{bad}:3:11: model 'encoder' (encoder.onnx) is declared a decoder (`generate:`), but "
@@ -358,7 +359,7 @@ def test_ort_native_binds_the_loop_variants_right_on_the_cpu_ep(tmp_path):
 def decoder_case(model: str, mode: str, backend: str = "wgpu"):
     [case] = [
         c
-        for c in expand_matrix([load_suite(DECODER)])
+        for c in expand_matrix([load_suite(DECODER, REGISTRY)])
         if c.id.startswith(f"{model}/") and c.backend.name == backend and c.mode == mode
         and c.layout.label == "default" and not c.revisit
     ]  # fmt: skip
@@ -416,6 +417,6 @@ def run_on_a_new_backend(backend: str, case, workload):
     """A run on a backend of its own: no buffer holds an earlier run's caches."""
     opened = open_backend_here(backend)
     try:
-        return opened.run(case, workload)
+        return opened.run(CaseWork(case, workload))
     finally:
         opened.close()

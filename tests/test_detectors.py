@@ -10,6 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from runner.backends import REGISTRY
 from runner.backends.base import BackendOptions
 from runner.matrix import expand_matrix, select_cases
 from runner.pipeline import execute
@@ -33,7 +34,9 @@ backends: [wgpu]
 
 
 def run_suite(path: Path, out: Path, **options) -> dict[str, dict]:
-    summary = execute(expand_matrix([load_suite(path)]), out, BackendOptions(runs=3, **options))
+    summary = execute(
+        expand_matrix([load_suite(path, REGISTRY)]), out, BackendOptions(runs=3, **options)
+    )
     assert summary.status == "complete"
     return {r.case_id: r.to_dict() for r in summary.results}
 
@@ -90,7 +93,7 @@ CANARIES = Path(__file__).resolve().parents[1] / "suites" / "canaries.yaml"
 
 @pytest.mark.browser
 def test_canary_suite_sees_every_injected_fault(tmp_path):
-    cases = expand_matrix([load_suite(CANARIES)])
+    cases = expand_matrix([load_suite(CANARIES, REGISTRY)])
     summary = execute(cases, tmp_path, BackendOptions(runs=3))
     # ort-native's cases run only where ONNX Runtime finds a GPU (tests/test_ortnative.py)
     skipped = [r for r in summary.results if r.verdict == "skipped"]
@@ -119,7 +122,7 @@ def test_canary_suite_sees_every_injected_fault(tmp_path):
 def test_canary_models_without_faults_pass_20_times_on_wgpu(tmp_path):
     clean = [
         dataclasses.replace(case, inject=frozenset(), expectation=Expectation())
-        for case in select_cases(expand_matrix([load_suite(CANARIES)]), ["backend=wgpu"])
+        for case in select_cases(expand_matrix([load_suite(CANARIES, REGISTRY)]), ["backend=wgpu"])
     ]
     summary = execute(clean * 20, tmp_path, BackendOptions(runs=3))
     assert len(summary.results) == 20 * len(clean)

@@ -25,7 +25,7 @@ from runner.cli import main
 from runner.errors import ExitCode
 from runner.explore import explorer
 from runner.explore.machine import machine_factory
-from runner.explore.space import ExploredModel, Space
+from runner.explore.space import Space, suite_model
 from runner.scenario.values import (
     ACTIONS,
     CREATE,
@@ -61,10 +61,10 @@ def suite_file(tmp_path: Path) -> Path:
 
 
 def _drawn(suite_file: Path, backend: str, examples: int) -> list:
-    suite = load_suite(suite_file)
+    suite = load_suite(suite_file, REGISTRY)
     model = suite.models[0]
     actions = REGISTRY[backend].scenario_actions
-    space = Space((ExploredModel(suite, model, suite.shapes[0]),), BackendTarget(backend), actions)
+    space = Space((suite_model(suite, model, suite.shapes[0]),), BackendTarget(backend), actions)
     drawn = []
     factory = machine_factory(space, lambda explored, scenario: drawn.append(scenario))
     run_state_machine_as_test(
@@ -79,7 +79,7 @@ def test_every_drawn_scenario_is_one_the_loader_accepts(suite_file, tmp_path, ba
     entries = [scenario_entry(s, f"drawn-{i}") for i, s in enumerate(drawn)]
     path = tmp_path / "drawn.yaml"
     path.write_text(SUITE + yaml.safe_dump({"scenarios": entries}, sort_keys=False))
-    loaded = load_suite(path).scenarios  # InvalidInput, at FILE:LINE, for any it refuses
+    loaded = load_suite(path, REGISTRY).scenarios  # InvalidInput, at FILE:LINE, for any it refuses
     assert [[step.describe() for step in s.steps] for s in loaded] == [
         [step.describe() for step in s.steps] for s in drawn
     ]
@@ -151,19 +151,19 @@ def _explore_at_ten_seconds_a_scenario(
 
     def open_slow(name, options):
         backend = open_real(name, options)
-        run_scenario = backend.run_scenario
+        run = backend.run
 
-        def slow(plan):
+        def slow(work):
             skew[0] += 10.0
-            return run_scenario(plan)
+            return run(work)
 
-        backend.run_scenario = slow
+        backend.run = slow
         return backend
 
     monkeypatch.setattr(explorer, "open_backend", open_slow)
     monkeypatch.setenv("REGRESS_CACHE_DIR", str(tmp_path / "cache"))
-    suite = load_suite(suite_file)
-    explored_model = ExploredModel(suite, suite.models[0], suite.shapes[0])
+    suite = load_suite(suite_file, REGISTRY)
+    explored_model = suite_model(suite, suite.models[0], suite.shapes[0])
     space = Space((explored_model,), BackendTarget("wgpu"), REGISTRY["wgpu"].scenario_actions)
     inject = frozenset({"input-snapshot-at-capture"})
     request = explorer.ExploreRequest(
@@ -239,13 +239,13 @@ def test_a_finding_is_cut_after_its_failing_step_only_when_the_cut_fails_alike(
     ran = []
 
     class FirstRunFails:
-        def run_scenario(self, plan):
+        def run(self, plan):
             ran.append(len(plan.scenario.steps))
             whole = len(plan.scenario.steps) == 3
             return ScenarioRun("error", "RuntimeError: unreachable" if whole else cut_message)
 
-    suite = load_suite(suite_file)
-    explored_model = ExploredModel(suite, suite.models[0], suite.shapes[0])
+    suite = load_suite(suite_file, REGISTRY)
+    explored_model = suite_model(suite, suite.models[0], suite.shapes[0])
     target = BackendTarget("wgpu")
     space = Space((explored_model,), target, REGISTRY["wgpu"].scenario_actions)
     request = explorer.ExploreRequest(space, 60.0, tmp_path, BackendOptions())
@@ -299,7 +299,7 @@ def test_a_backend_that_skips_scenarios_stops_explore_at_once(
     planned = []
 
     class SkippingBackend:
-        def run_scenario(self, plan):
+        def run(self, plan):
             planned.append(plan)
             return ScenarioRun("skipped", "no WebGPU EP device on this machine")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from runner.backends import REGISTRY
 from runner.matrix import (
     expand_matrix,
     parse_shard,
@@ -32,7 +33,7 @@ backends: [wgpu, ort-web]
 
 @pytest.fixture
 def suite(write_suite):
-    return load_suite(write_suite(SUITE))
+    return load_suite(write_suite(SUITE), REGISTRY)
 
 
 def test_counts_and_ids(suite):
@@ -76,7 +77,7 @@ def test_sequences_return_to_their_first_layout(suite):
 def test_a_sequence_of_one_layout_has_no_revisit_and_nothing_revisited(write_suite):
     one_layout = SUITE.replace("  - label: small-eps\n    values: {eps: 1.0e-3}\n", "")
     one_layout = one_layout.replace("permute: [eps, heads]", "label: default")
-    cases = expand_matrix([load_suite(write_suite(one_layout))])
+    cases = expand_matrix([load_suite(write_suite(one_layout), REGISTRY)])
     assert len(cases) == 2 * 2 * 4 * 2
     assert not any(c.revisit or c.revisited for c in cases)
 
@@ -93,7 +94,8 @@ include:
   - {model: a, backend: wgpu, tolerance: {abs: 0.5}}
   - {model: b, shape: {batch: 4, sequence: 8}, backend: wgpu, layout: small-eps, capture: capture}
 """
-        )
+        ),
+        REGISTRY,
     )
     cases = expand_matrix([suite])
     ids = {case.id for case in cases}
@@ -120,7 +122,8 @@ cases:
     reason: replay keeps the first layout's eps
     tolerance: {abs: 0.01, rel: 0.0}
 """
-        )
+        ),
+        REGISTRY,
     )
     cases = expand_matrix([suite])
     marked = [c for c in cases if c.expectation.bug]
@@ -187,7 +190,7 @@ cases:
 
 
 def test_modes_run_dynamic_eager_capture_and_buffer_modes_resolve(write_suite):
-    cases = expand_matrix([load_suite(write_suite(MODES_SUITE))])
+    cases = expand_matrix([load_suite(write_suite(MODES_SUITE), REGISTRY)])
     assert [c.id.rsplit("/", 1)[1] for c in cases] == ["dynamic", "eager", "capture"] * 2
     modes = {(c.model.name, c.mode): (c.buffers.label, c.graphs) for c in cases}
     assert modes == {

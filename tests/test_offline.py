@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from runner.backends import resolve_targets
+from runner.backends import REGISTRY, resolve_targets
 from runner.backends.base import BackendRun
 from runner.history import CaseResult, RunRecord
 from runner.judge import Judgement
@@ -116,7 +116,7 @@ def test_one_target_and_one_column_per_exact_version(write_suite, tmp_path, monk
         PINNED_BY_NAME.format(name="default", backend="{name: ort-web, bundle: [jsep, webgpu]}"),
         "b-default.yaml",
     )
-    cases = select_resolved(load_suites([named, default]), [], resolve_targets)
+    cases = select_resolved(load_suites([named, default], REGISTRY), [], resolve_targets)
     assert len(cases) == 8
     targets = list(dict.fromkeys(case.backend for case in cases))
     assert [t.id for t in targets] == ["ort-web:jsep", "ort-web:webgpu"]
@@ -155,7 +155,7 @@ def test_several_versions_name_the_pin_by_its_spelling(monkeypatch, tmp_path, wr
         PINNED_BY_NAME.format(name="default", backend="{name: ort-web, bundle: webgpu}"),
         "b-default.yaml",
     )
-    cases = select_resolved(load_suites([default, two]), [], resolve_targets)
+    cases = select_resolved(load_suites([default, two], REGISTRY), [], resolve_targets)
     # grouped by version (one page each), the version first met first
     assert [c.id.split("/")[-2] for c in cases] == [
         "ort-web@pinned:webgpu",

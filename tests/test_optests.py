@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 import pytest
 
+from runner.backends import REGISTRY
 from runner.backends.base import BackendOptions, BackendRun, Timings
 from runner.errors import InvalidInput
 from runner.history import RunFolder
@@ -87,7 +88,7 @@ ON_WGPU = {
 
 def example_cases(backend: BackendTarget) -> list[Case]:
     """The bundled example suite's cases (it runs the fixtures), on one backend."""
-    return expand_matrix([dataclasses.replace(load_suite(EXAMPLE), backends=(backend,))])
+    return expand_matrix([dataclasses.replace(load_suite(EXAMPLE, REGISTRY), backends=(backend,))])
 
 
 def outcomes(results) -> dict[str, set[str]]:
@@ -139,7 +140,7 @@ def test_jsonc_syntax_errors_are_located(tmp_path, text, where, message):
 
 
 def test_fixtures_read_every_field():
-    models = op_models(load_suite(EXAMPLE))
+    models = op_models(load_suite(EXAMPLE, REGISTRY))
     tests = {m.op_test.test for m in models.values()}
     assert len({t.file for t in tests}) == 7 and len(tests) == 22 and len(models) == 27
 
@@ -206,7 +207,7 @@ def test_repeated_and_slashed_names_stay_unique_and_readable(write_suite, suite_
     (suite_dir / "ops").mkdir()
     (suite_dir / "ops/relu.jsonc").write_text(f"[{test}, {test}]")
     path = write_suite("models:\n  ops: {ort_op_tests: ops}\nbackends: [reference]\n")
-    assert [m.name for m in load_suite(path).models] == [
+    assert [m.name for m in load_suite(path, REGISTRY).models] == [
         "ops/relu/Same name/a-b",
         "ops/relu/Same name/a-b #2",
         "ops/relu/Same name #2/a-b",
@@ -235,7 +236,7 @@ def test_text_not_in_the_format_is_a_problem_at_file_line_col(write_suite, suite
     (suite_dir / "broken.jsonc").write_text('[{"name": "x",, }]')
     path = write_suite("models:\n  ops: {ort_op_tests: '*.jsonc'}\nbackends: [reference]\n")
     with pytest.raises(InvalidInput) as error:
-        load_suite(path)
+        load_suite(path, REGISTRY)
     bad, broken = suite_dir / "bad.jsonc", suite_dir / "broken.jsonc"
     assert [str(p) for p in error.value.problems] == [
         f"{bad}:2:3: field 'operator' is missing",
@@ -269,13 +270,13 @@ def test_suite_level_problems(write_suite, monkeypatch):
         backends: [wgpu]
         """)
     with pytest.raises(InvalidInput) as error:
-        load_suite(path)
+        load_suite(path, REGISTRY)
     assert [str(p) for p in error.value.problems] == [
         f"{path}:4:33: unknown key 'opst'; expected one of buffers, graphs, opset, ort_op_tests",
     ]
     path.write_text(path.read_text().replace(", opst: 18", ""))
     with pytest.raises(InvalidInput) as error:
-        load_suite(path)
+        load_suite(path, REGISTRY)
     assert [str(p) for p in error.value.problems] == [
         f"{path}:2:24: no op-test files match 'nothing/*.jsonc'; expected a .jsonc file, a "
         "folder of them, or a glob",
@@ -292,7 +293,7 @@ def test_suite_level_problems(write_suite, monkeypatch):
 
 
 def test_one_node_model_as_ort_web_builds_it():
-    models = op_models(load_suite(EXAMPLE))
+    models = op_models(load_suite(EXAMPLE, REGISTRY))
     clip = onnx.load_from_string(
         op_test_model(
             models["ort-ops/attributes-and-types/Clip with max only/T[6] max=1.5"].op_test.test
@@ -515,7 +516,9 @@ def test_refused_cases_fail_alone_as_errors(write_suite, suite_dir, tmp_path):
     path = write_suite(
         "models:\n  ops: {ort_op_tests: relu.jsonc}\nbackends: [reference]\ncapture: eager\n"
     )
-    summary_ = execute(expand_matrix([load_suite(path)]), tmp_path / "out", BackendOptions())
+    summary_ = execute(
+        expand_matrix([load_suite(path, REGISTRY)]), tmp_path / "out", BackendOptions()
+    )
     assert {r.case_id: (r.verdict, r.message) for r in summary_.results} == {
         "ops/relu/fine/ok/reference/eager": ("pass", ""),
         "ops/relu/fine/short/reference/eager": (
@@ -541,7 +544,7 @@ def test_fixtures_on_the_reference_backend(tmp_path):
     assert run.status == "complete" and run.exit_code == 0
     assert outcomes(run.results) == {test: {want} for test, want in ON_REFERENCE.items()}
     results = RunFolder(tmp_path / "runs" / run.run_id).results()
-    [row] = summary.summarize([load_suite(EXAMPLE)], results)
+    [row] = summary.summarize([load_suite(EXAMPLE, REGISTRY)], results)
     assert (row.backend, len(row.files), len(row.tests), len(row.cases), row.results) == (
         "reference",
         7,

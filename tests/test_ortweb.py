@@ -16,7 +16,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from runner.backends import open_backend
-from runner.backends.base import BackendOptions, BackendRun
+from runner.backends.base import BackendOptions, BackendRun, CaseWork
 from runner.backends.ortweb import browser
 from runner.backends.ortweb import page as page_module
 from runner.backends.ortweb.backend import OrtWebBackend
@@ -134,7 +134,7 @@ def test_environment_names_versions_and_the_adapter(backend):
 def test_compact_encoder_eager_and_capture_match_onnxruntime(backend, bundle):
     for capture in (False, True):
         case, workload = encoder_case("compact", bundle, capture)
-        result = backend.run(case, workload)
+        result = backend.run(CaseWork(case, workload))
         assert_matches_onnxruntime(result, workload)
         assert len(result.runs) == 3 and result.timings.runs == 3
         assert result.timings.session_ms > 0 and result.timings.first_run_ms > 0
@@ -150,7 +150,7 @@ def test_compact_encoder_eager_and_capture_match_onnxruntime(backend, bundle):
 def test_tracer_sees_capture_replay_without_bind_groups(backend, bundle):
     """Eager rebuilds every bind group and uniform on every run; a captured replay none."""
     case, workload = encoder_case("compact", bundle, capture=False)
-    eager = backend.run(case, workload)
+    eager = backend.run(CaseWork(case, workload))
     steps = len(eager.trace.dispatches)
     assert steps > 0
     assert eager.trace.replay_bind_groups_created == 2 * steps  # runs 2 and 3
@@ -162,7 +162,7 @@ def test_tracer_sees_capture_replay_without_bind_groups(backend, bundle):
         assert {flag for k in by_usage for flag in k[13:-1].split("|")} <= USAGE_FLAGS
 
     case, workload = encoder_case("compact", bundle, capture=True)
-    captured = backend.run(case, workload)
+    captured = backend.run(CaseWork(case, workload))
     assert captured.trace.bind_groups_created > 0  # recorded by the first run
     assert captured.trace.replay_bind_groups_created == 0
     assert captured.trace.replay_uniform_writes == 0
@@ -183,9 +183,9 @@ def test_exported_encoder_takes_int64_token_ids_and_a_mask(backend):
     for bundle in BUNDLES:
         case, workload = encoder_case("exported", bundle, capture=False)
         assert workload.inputs["input_ids"].dtype == np.int64
-        assert_matches_onnxruntime(backend.run(case, workload), workload)
+        assert_matches_onnxruntime(backend.run(CaseWork(case, workload)), workload)
         case, workload = encoder_case("exported", bundle, capture=True)
-        result = backend.run(case, workload)
+        result = backend.run(CaseWork(case, workload))
         if bundle == "jsep":
             assert result.status == "capture-unsupported"
             assert "graph capture" in result.message
@@ -200,9 +200,9 @@ def test_nodes_the_ep_cannot_take_make_capture_unsupported(backend, bundle):
     model = one_node_model("Det", {"x": TensorProto.FLOAT}, TensorProto.FLOAT)
     x = np.random.default_rng(0).standard_normal((2, 3, 3)).astype(np.float32)
     workload = model_workload(model, {"x": x})
-    eager = backend.run(make_case(bundle, False), workload)
+    eager = backend.run(CaseWork(make_case(bundle, False), workload))
     assert_matches_onnxruntime(eager, workload)  # Det falls back to the CPU
-    captured = backend.run(make_case(bundle, True), workload)
+    captured = backend.run(CaseWork(make_case(bundle, True), workload))
     assert captured.status == "capture-unsupported"
     assert "graph capture" in captured.message, captured.message
     # ORT's time up to the refusal is the backend's, not the harness's
@@ -215,11 +215,11 @@ def test_a_failing_case_is_an_error_and_the_page_goes_on(backend):
     a = np.ones((2, 3, 3), np.float32)
     wrong = model_workload(model, {"a": a, "b": np.ones((2, 3, 3), np.int32)})
     loads = backend._loaded_page(pinned_version(), "webgpu").loads  # open, as it stays
-    failed = backend.run(make_case("webgpu", False), wrong)
+    failed = backend.run(CaseWork(make_case("webgpu", False), wrong))
     assert failed.status == "error"
     assert "type" in failed.message.lower(), failed.message
     right = model_workload(model, {"a": a, "b": 2 * a})
-    result = backend.run(make_case("webgpu", False), right)
+    result = backend.run(CaseWork(make_case("webgpu", False), right))
     assert_matches_onnxruntime(result, right)
     assert backend.page_loads()["webgpu"] == loads  # no reload
 
@@ -229,7 +229,7 @@ def test_float16_runs_only_where_the_adapter_has_shader_f16(backend):
                            TensorProto.FLOAT16)  # fmt: skip
     a = np.linspace(-2, 2, 18, dtype=np.float16).reshape(2, 3, 3)
     workload = model_workload(model, {"a": a, "b": a})
-    result = backend.run(make_case("jsep", True), workload)
+    result = backend.run(CaseWork(make_case("jsep", True), workload))
     if "shader-f16" in backend.adapter["features"]:
         assert_matches_onnxruntime(result, workload)
         assert result.outputs["y"].dtype == np.float16
@@ -249,13 +249,13 @@ def test_after_a_case_the_page_holds_nothing_the_case_made(backend):
     loads = page.loads
     for capture, fields in [(False, {}), (True, {"buffers": BufferModes(outputs="rewrite")})]:
         case, workload = sequence_case("webgpu", capture, **fields)
-        assert backend.run(case, workload).status == "ok"
+        assert backend.run(CaseWork(case, workload)).status == "ok"
         assert page.holdings() == NOTHING_HELD
     model = one_node_model("Add", {"a": TensorProto.FLOAT, "b": TensorProto.FLOAT},
                            TensorProto.FLOAT)  # fmt: skip
     a = np.ones((2, 3, 3), np.float32)
     wrong = model_workload(model, {"a": a, "b": np.ones((2, 3, 3), np.int32)})
-    assert backend.run(make_case("webgpu", False), wrong).status == "error"
+    assert backend.run(CaseWork(make_case("webgpu", False), wrong)).status == "error"
     assert page.holdings() == NOTHING_HELD
     assert page.loads == loads  # all in one page
 
@@ -271,14 +271,16 @@ def test_a_revisited_case_keeps_its_session_until_its_revisit(backend):
         first, layout=Layout("eps", values=(("eps", 1e-2),)), revisited=False
     )
     workload = materialize(first)
-    recorded = backend.run(first, workload)
+    recorded = backend.run(CaseWork(first, workload))
     assert recorded.trace.bind_groups_created > 0 and not recorded.details["reused_session"]
     held = page.holdings()
     assert held["sessions"] == [f"{workload.key}/capture"] and held["buffers"] > 0
-    assert backend.run(second, materialize(second)).status == "ok"
+    assert backend.run(CaseWork(second, materialize(second))).status == "ok"
     assert page.holdings() == held  # B ran next to A's session, and left nothing of its own
 
-    revisit = backend.run(dataclasses.replace(first, revisit=True, revisited=False), workload)
+    revisit = backend.run(
+        CaseWork(dataclasses.replace(first, revisit=True, revisited=False), workload)
+    )
     assert revisit.details["reused_session"]
     assert revisit.timings.session_ms is None
     assert revisit.trace.bind_groups_created == 0  # every run, the first too, replays
@@ -286,10 +288,12 @@ def test_a_revisited_case_keeps_its_session_until_its_revisit(backend):
     assert_matches_onnxruntime(revisit, workload)
     assert page.holdings() == NOTHING_HELD
 
-    assert backend.run(first, workload).status == "ok"  # kept, but its revisit never comes
+    assert (
+        backend.run(CaseWork(first, workload)).status == "ok"
+    )  # kept, but its revisit never comes
     other = make_case("webgpu", False, spec, shape=Shape((("batch", 1), ("sequence", 4))))
     assert other.sequence != first.sequence
-    assert backend.run(other, materialize(other)).status == "ok"
+    assert backend.run(CaseWork(other, materialize(other))).status == "ok"
     assert page.holdings() == NOTHING_HELD
 
 
@@ -301,38 +305,40 @@ def test_a_capture_that_throws_inside_onnxruntime_reloads_the_page(backend):
     det = model_workload(model, {"x": x})
     fresh, fresh_workload = sequence_case("jsep", True, buffers=BufferModes(inputs="fresh"))
     for case, workload in [(make_case("jsep", True), det), (fresh, fresh_workload)]:
-        assert backend.run(make_case("jsep", False), det).status == "ok"  # the page is open
+        assert (
+            backend.run(CaseWork(make_case("jsep", False), det)).status == "ok"
+        )  # the page is open
         loads = backend.page_loads()["jsep"]
-        assert backend.run(case, workload).status == "capture-unsupported"
-        assert backend.run(make_case("jsep", False), det).status == "ok"
+        assert backend.run(CaseWork(case, workload)).status == "capture-unsupported"
+        assert backend.run(CaseWork(make_case("jsep", False), det)).status == "ok"
         assert backend.page_loads()["jsep"] == loads + 1
 
 
 def test_a_case_past_its_timeout_times_out_and_the_browser_is_relaunched(backend):
     case, workload = encoder_case("compact", "webgpu", capture=False)
-    backend.run(case, workload)  # the page is open
+    backend.run(CaseWork(case, workload))  # the page is open
     launches = backend.launches
     spec = ModelSpec("encoder-compact", builtin="encoder", encoder=ENCODERS["compact"])
     hurried = make_case("webgpu", False, spec, timeout_s=0.001)
-    result = backend.run(hurried, materialize(hurried))
+    result = backend.run(CaseWork(hurried, materialize(hurried)))
     assert result.status == "timeout"
     assert "the next case runs in a new browser" in result.message
-    assert backend.run(case, workload).status == "ok"
+    assert backend.run(CaseWork(case, workload)).status == "ok"
     assert backend.launches == launches + 1
     assert backend.page_loads() == {"webgpu": 1}
 
 
 def test_a_page_stuck_in_a_loop_is_killed_and_the_run_goes_on(backend):
     case, workload = encoder_case("compact", "jsep", capture=False)
-    assert backend.run(case, workload).status == "ok"
+    assert backend.run(CaseWork(case, workload)).status == "ok"
     page = backend._loaded_page(pinned_version(), "jsep")
     launches = backend.launches
     page._page.evaluate("() => { setTimeout(() => { for (;;) {} }, 50); }")  # a wasm-like hang
     spec = ModelSpec("encoder-compact", builtin="encoder", encoder=ENCODERS["compact"])
     stuck = make_case("jsep", False, spec, timeout_s=0.5)
-    result = backend.run(stuck, materialize(stuck))
+    result = backend.run(CaseWork(stuck, materialize(stuck)))
     assert result.status == "timeout"
-    assert backend.run(case, workload).status == "ok"
+    assert backend.run(CaseWork(case, workload)).status == "ok"
     assert backend.launches == launches + 1
 
 
@@ -343,11 +349,11 @@ def test_a_page_load_past_its_bound_fails_and_a_new_browser_runs_on(backend, mon
     backend._loaded_page(pinned_version(), "jsep").close()  # the next case loads it again
     launches = backend.launches
     monkeypatch.setattr(page_module, "LOAD_TIMEOUT_S", 0.05)
-    result = backend.run(case, workload)
+    result = backend.run(CaseWork(case, workload))
     assert result.status == "error"
     assert result.message.startswith("loading onnxruntime-web (ort.mjs) did not finish in 0.05 s")
     monkeypatch.undo()
-    assert backend.run(case, workload).status == "ok"
+    assert backend.run(CaseWork(case, workload)).status == "ok"
     assert backend.launches == launches + 1
 
 
@@ -431,7 +437,7 @@ def test_every_run_gets_new_inputs_in_every_buffer_mode_that_works(backend, bund
     ]:
         case, workload = sequence_case(bundle, capture, **fields)
         assert len({feed.variant for feed in workload.feeds(3)}) == 2
-        result = backend.run(case, workload)
+        result = backend.run(CaseWork(case, workload))
         assert max(errors_per_run(result, workload)) < 1e-3, fields
         assert result.trace.replay_bind_groups_created == 0 or not capture
 
@@ -439,7 +445,7 @@ def test_every_run_gets_new_inputs_in_every_buffer_mode_that_works(backend, bund
 @pytest.mark.parametrize("bundle", BUNDLES)
 def test_a_new_input_buffer_per_run_replays_the_first_or_is_refused(backend, bundle):
     case, workload = sequence_case(bundle, True, buffers=BufferModes(inputs="fresh"))
-    result = backend.run(case, workload)
+    result = backend.run(CaseWork(case, workload))
     if bundle == "jsep":
         assert result.status == "capture-unsupported"
         assert result.message.startswith("run 2: Registering a different external buffer")
@@ -458,7 +464,7 @@ def test_graph_ids_record_a_graph_each_on_the_cpp_builds(backend, bundle):
     backend._loaded_page(pinned_version(), bundle).close()
     case, workload = sequence_case(bundle, True, graphs=2)
     assert [feed.graph for feed in workload.feeds(3)] == [0, 1] * 3
-    result = backend.run(case, workload)
+    result = backend.run(CaseWork(case, workload))
     if bundle == "jsep":  # one graph per session: the second graph's buffers are refused
         assert result.status == "capture-unsupported"
         assert result.message.startswith("run 2 (gpu_graph_id 1): Registering a different")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from runner.backends import REGISTRY
 from runner.backends.base import BackendOptions
 from runner.matrix import expand_matrix
 from runner.pipeline import execute
@@ -37,7 +38,9 @@ cases:
 
 def test_stale_uniform_binding_names_the_earlier_layout_on_every_bundle(write_suite, tmp_path):
     summary = execute(
-        expand_matrix([load_suite(write_suite(SUITE))]), tmp_path / "out", BackendOptions(runs=3)
+        expand_matrix([load_suite(write_suite(SUITE), REGISTRY)]),
+        tmp_path / "out",
+        BackendOptions(runs=3),
     )
     assert summary.status == "complete"
     results = {r.case_id: r.to_dict() for r in summary.results}

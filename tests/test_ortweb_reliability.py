@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from runner import pipeline
+from runner.backends import REGISTRY
 from runner.backends.base import BackendOptions
 from runner.backends.ortweb.browser import descendant_pids
 from runner.backends.ortweb.package import pinned_version
@@ -64,7 +65,7 @@ def chromium_processes(root: int, kind: str) -> list[int]:
 def run_breaking(write_suite, out: Path, break_slow_case, suite: str = CRASH_SUITE) -> str:
     """Run ``suite``, calling ``break_slow_case()`` as the slow case starts; checks that only
     that case failed, in the results and the history; returns its message."""
-    cases = expand_matrix([load_suite(write_suite(suite))])
+    cases = expand_matrix([load_suite(write_suite(suite), REGISTRY)])
     assert [c.model.name for c in cases] == ["before", "slow", "after"]
 
     class BreakSlowCase(RunListener):

@@ -34,6 +34,7 @@ import yaml
 from lxml import etree
 from lxml import html as lxml_html
 
+from runner.backends import REGISTRY
 from runner.cli import build_parser, cmd_new_case
 from runner.errors import InvalidInput
 from runner.history import CaseResult, RunRecord, SqliteHistory
@@ -854,7 +855,7 @@ def test_a_report_from_real_runs_of_the_reference_backend(write_suite, tmp_path)
         if out.exists():
             time.sleep(1.05)  # run start times have whole seconds: keep the runs in order
         suite = write_suite(text)
-        cases = expand_matrix(load_suites([suite]))
+        cases = expand_matrix(load_suites([suite], REGISTRY))
         execute(cases, out, BackendOptions(runs=2))
     build_reports(out)
     history = load_history(out / "history.sqlite")

@@ -21,6 +21,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from runner import cli
+from runner.backends import REGISTRY
 from runner.backends.base import BackendOptions, BackendRun, BackendTarget, ReproRequest
 from runner.backends.ortweb.package import BUILDS, published_url
 from runner.backends.ortweb.repro import write_runner
@@ -72,7 +73,7 @@ def history(write_suite, suite_dir, tmp_path):
     _chain_model(suite_dir / "chain.onnx")
     suite = write_suite(SUITE)
     out = tmp_path / "reports"
-    summary = execute(expand_matrix([load_suite(suite)]), out, BackendOptions(runs=3))
+    summary = execute(expand_matrix([load_suite(suite, REGISTRY)]), out, BackendOptions(runs=3))
     assert [r.verdict for r in summary.results] == ["pass", "pass"]
     records = {r.capture: r.to_dict() for r in summary.results}
     failing = _failing(records["capture"], "wgpu", "fa11ed000001")
@@ -106,7 +107,7 @@ def _failing(record: dict, backend: str, rid: str) -> dict:
 def test_results_record_the_digest_of_the_model_they_ran(history, result_schema):
     record = history["passing"]
     jsonschema.validate(record, result_schema)
-    [_, case] = expand_suite(load_suite(history["suite"]))
+    [_, case] = expand_suite(load_suite(history["suite"], REGISTRY))
     assert record["model_digest"] == hashlib.sha256(materialize(case).model).hexdigest()
 
 
@@ -141,7 +142,7 @@ def test_an_occupied_folder_is_refused_without_force(history, tmp_path):
 def test_a_model_changed_since_the_run_is_refused_naming_both_digests(history, suite_dir):
     recorded = history["failing"]["model_digest"]
     _chain_model(suite_dir / "chain.onnx", scale=0.2)
-    now = hashlib.sha256(materialize(expand_suite(load_suite(history["suite"]))[1]).model)
+    now = hashlib.sha256(materialize(expand_suite(load_suite(history["suite"], REGISTRY))[1]).model)
     proc = _repro(history, "fa11ed000001", "--out", suite_dir / "bundle")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert f"with sha256 {recorded[:16]}" in proc.stderr
@@ -314,7 +315,7 @@ def test_force_replaces_a_previous_bundle_and_keeps_other_files(
 
 
 def test_cuts_start_at_the_divergent_node_and_widen_by_producer_levels():
-    suite = load_suite(REPO / "suites/canaries.yaml")
+    suite = load_suite(REPO / "suites/canaries.yaml", REGISTRY)
     [case] = [
         c
         for c in expand_suite(suite)

@@ -23,6 +23,7 @@ import onnx
 import pytest
 from playwright.sync_api import sync_playwright
 
+from runner.backends import REGISTRY
 from runner.backends.base import BackendOptions
 from runner.backends.ortweb.browser import chromium_flags, find_chromium
 from runner.matrix import expand_matrix, select_cases
@@ -46,7 +47,7 @@ FULL_NODES = 30  # the canaries' encoder
 @pytest.fixture(scope="module")
 def canary_results(tmp_path_factory):
     out = tmp_path_factory.mktemp("reports")
-    cases = expand_matrix([load_suite(REPO / "suites/canaries.yaml")])
+    cases = expand_matrix([load_suite(REPO / "suites/canaries.yaml", REGISTRY)])
     selected = [case for filters, _ in CANARIES.values() for case in select_cases(cases, filters)]
     summary = execute(selected, out, BackendOptions(runs=3))
     assert summary.status == "complete"
@@ -158,7 +159,7 @@ def test_the_real_fresh_input_buffer_bug_reproduces_in_a_one_node_bundle(tmp_pat
     """suites/bugs/ort-fresh-buffers.yaml: a new GPU input buffer every run, on the C++ build.
     No fault: the bundle shows onnxruntime-web's own bug, cut down to one node."""
     out = tmp_path / "reports"
-    cases = expand_matrix([load_suite(REPO / "suites/bugs/ort-fresh-buffers.yaml")])
+    cases = expand_matrix([load_suite(REPO / "suites/bugs/ort-fresh-buffers.yaml", REGISTRY)])
     selected = select_cases(cases, ["model=fresh-inputs", "backend=ort-web:webgpu"])
     summary = execute(selected, out, BackendOptions(runs=3))
     [result] = [r for r in summary.results if r.capture == "capture"]
@@ -241,7 +242,7 @@ def test_a_decoder_bundle_replays_the_suites_loop_in_chromium(tmp_path):
     feeds the decode steps only token and mask, so the page gives the suite's
     cache-frozen-at-capture failure, and with ?faults=off the same loop replays right."""
     out = tmp_path / "reports"
-    cases = expand_matrix([load_suite(REPO / "suites/decoder.yaml")])
+    cases = expand_matrix([load_suite(REPO / "suites/decoder.yaml", REGISTRY)])
     on = ["backend=ort-web:webgpu", "layout=default"]  # the C++ build, onnxruntime-web 1.30.0
     # llama-tiny prefills on the device, eager only there (its capture traps after the prefill)
     selected = [

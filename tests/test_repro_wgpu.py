@@ -12,6 +12,7 @@ import sys
 import onnx
 import pytest
 
+from runner.backends import REGISTRY
 from runner.backends.base import BackendOptions
 from runner.matrix import expand_matrix, select_cases
 from runner.pipeline import execute
@@ -36,7 +37,9 @@ CANARIES = {
 @pytest.fixture(scope="module")
 def canary_results(tmp_path_factory):
     out = tmp_path_factory.mktemp("reports")
-    cases = select_cases(expand_matrix([load_suite(REPO / "suites/canaries.yaml")]), ["wgpu"])
+    cases = select_cases(
+        expand_matrix([load_suite(REPO / "suites/canaries.yaml", REGISTRY)]), ["wgpu"]
+    )
     summary = execute(cases, out, BackendOptions(runs=3))
     assert summary.status == "complete"
     failing = {r.model: r for r in summary.results if r.injected and r.capture == "capture"}

@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from runner.backends import REGISTRY
 from runner.compare import NUMPY
 from runner.errors import InvalidInput
 from runner.measure import Tolerance
-from runner.scenario.feeds import scenario_feeds
 from runner.scenario.judging import judge_steps
-from runner.scenario.step import judged_scenario
 from runner.scenario.values import ScenarioRun, StepRun
 from runner.schedule import Feed
+from runner.step import judged_scenario
 from runner.suite.loader import load_suite
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,7 +69,7 @@ def _suite(tmp_path: Path, steps: str) -> Path:
 
 def _problems(path: Path) -> list[tuple[int, str]]:
     with pytest.raises(InvalidInput) as raised:
-        load_suite(path)
+        load_suite(path, REGISTRY)
     return [(p.line, p.message) for p in raised.value.problems]
 
 
@@ -105,8 +105,8 @@ def test_a_misspelt_step_is_a_schema_error_at_its_line_with_exit_2(tmp_path):
 
 
 def test_runs_with_new_inputs_draw_their_own_and_same_repeats_the_sessions_last(tmp_path):
-    scenario = load_suite(_suite(tmp_path, CLEAN_STEPS)).scenarios[0]
-    feeds = [f for f in scenario_feeds(scenario) if f is not None]
+    scenario = load_suite(_suite(tmp_path, CLEAN_STEPS), REGISTRY).scenarios[0]
+    feeds = [f for f in scenario.feeds() if f is not None]
     assert feeds[:4] == [Feed(0, (0, d)) for d in range(4)]
     assert feeds[4] == feeds[3]  # inputs: same
     assert feeds[5] == Feed(1, (1, 4))
@@ -117,8 +117,8 @@ def test_a_failure_after_the_last_step_is_the_last_steps_named_as_the_clean_ups(
     held past its session's release throws (it traps the C++ builds): judged at the last step,
     saying so, not at step 1 as when the page lost the steps."""
     steps = "      - run: p\n        hold: true\n      - release: p\n"
-    scenario = load_suite(_suite(tmp_path, steps)).scenarios[0]
-    feeds = scenario_feeds(scenario)
+    scenario = load_suite(_suite(tmp_path, steps), REGISTRY).scenarios[0]
+    feeds = scenario.feeds()
     output = {"y": np.arange(4, dtype=np.float32)}
     references = {feeds[0].variant: output}
     message = "the clean-up after the last step failed, disposing the outputs p held: unreachable"
@@ -263,8 +263,9 @@ def test_an_ort_web_scenario_carries_the_injected_fault_and_passes_clean(tmp_pat
     input-snapshot-at-capture fails the first replay with new inputs; clean, it passes."""
     from runner.backends import open_backend
     from runner.backends.base import BackendOptions
+    from runner.matrix import ScenarioTarget
     from runner.oracle import ReferenceCache
-    from runner.scenario.step import ScenarioTarget, step_scenario
+    from runner.step import Step
 
     header = HEADER.replace("backends: [wgpu]", "backends: [{name: ort-web, bundle: webgpu}]")
     header = header.replace(
@@ -272,14 +273,14 @@ def test_an_ort_web_scenario_carries_the_injected_fault_and_passes_clean(tmp_pat
     )
     path = tmp_path / "s.yaml"
     path.write_text(header + ORT_WEB_STEPS)
-    suite = load_suite(path)
+    suite = load_suite(path, REGISTRY)
     item = ScenarioTarget(suite, suite.scenarios[0], suite.backends[0])
     backend = open_backend("ort-web", BackendOptions())
     references = ReferenceCache(None).references
     try:
         fault = BackendOptions(inject=frozenset({"input-snapshot-at-capture"}))
-        faulty = step_scenario(item, backend, references, fault, "t").result
-        clean = step_scenario(item, backend, references, BackendOptions(), "t").result
+        faulty = Step(references, fault).run(item, backend).result("t")
+        clean = Step(references, BackendOptions()).run(item, backend).result("t")
     finally:
         backend.close()
     assert (faulty.verdict, faulty.stale_from) == ("stale-input", "run 1")

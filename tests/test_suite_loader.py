@@ -9,6 +9,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from runner.backends import REGISTRY
 from runner.errors import InvalidInput
 from runner.suite import load_suite
 from runner.suite.spec import STATIC_SHAPE, BackendTarget, Tolerance
@@ -30,12 +31,12 @@ backends: [wgpu, {name: ort-web, bundle: [jsep, jspi]}]
 
 def problems(path: Path) -> list[str]:
     with pytest.raises(InvalidInput) as info:
-        load_suite(path)
+        load_suite(path, REGISTRY)
     return [str(p) for p in info.value.problems]
 
 
 def test_good_suite_loads_with_defaults(write_suite):
-    suite = load_suite(write_suite(GOOD))
+    suite = load_suite(write_suite(GOOD), REGISTRY)
     assert suite.name == "suite"
     assert suite.backends == (  # ort-web on the pinned version; ids leave a sole version out
         BackendTarget("wgpu"),
@@ -143,7 +144,7 @@ def test_model_file_dims_and_inputs_are_checked(write_suite, suite_dir):
         "expected a value for every symbolic dim",
     ]
     path.write_text(path.read_text().replace("z:", "x:").replace("batch", "n"))
-    suite = load_suite(path)
+    suite = load_suite(path, REGISTRY)
     assert suite.models[0].path == suite_dir / "relu.onnx"
 
 
@@ -199,7 +200,7 @@ layouts:
     values: {heads: 8}
 """
     )
-    labels = [layout.label for layout in load_suite(path).layouts]
+    labels = [layout.label for layout in load_suite(path, REGISTRY).layouts]
     assert labels == [
         "heads,eps",
         "eps,heads,scale",
@@ -258,7 +259,7 @@ def test_every_schema_field_has_a_description():
 def test_bundled_suites_are_valid():
     from runner.suite import load_suites
 
-    suites = load_suites([REPO / "suites"], tags=["heavy"])
+    suites = load_suites([REPO / "suites"], REGISTRY, tags=["heavy"])
     assert suites, "no bundled suites"
 
 
@@ -293,7 +294,7 @@ def test_a_model_without_symbolic_dims_needs_no_shapes(write_suite, suite_dir):
           - {batch: 1, sequence: 8}
         backends: [reference]
         """)
-    suite = load_suite(path)
+    suite = load_suite(path, REGISTRY)
     assert [(m.name, m.shapes, m.line) for m in suite.models] == [
         ("enc", (), 2),
         ("static", (STATIC_SHAPE,), 3),

@@ -132,14 +132,17 @@ def test_a_local_build_folder(tmp_path):
 
 def test_ids_carry_the_version_only_when_several_are_in_play(offline_cache, write_suite):
     one = write_suite(SUITE.format(version="'1.24.3'"), "one.yaml")
-    assert [b.id for b in load_suite(one).backends] == ["ort-web:webgpu"]
+    assert [b.id for b in load_suite(one, REGISTRY).backends] == ["ort-web:webgpu"]
     # loading reads files only: npm is asked when the cases run or are listed
-    assert (load_suite(one).backends[0].version, load_suite(one).backends[0].declared) == (
+    assert (
+        load_suite(one, REGISTRY).backends[0].version,
+        load_suite(one, REGISTRY).backends[0].declared,
+    ) == (
         None,
         "1.24.3",
     )
     several = write_suite(SUITE.format(version="['1.24.3', latest, dev]"), "several.yaml")
-    assert [b.id for b in load_suite(several).backends] == [
+    assert [b.id for b in load_suite(several, REGISTRY).backends] == [
         "ort-web@1.24.3:webgpu",
         "ort-web@latest:webgpu",
         "ort-web@dev:webgpu",

@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from runner.backends import REGISTRY, open_backend
-from runner.backends.base import BackendOptions, BackendRun
+from runner.backends.base import BackendOptions, BackendRun, CaseWork
 from runner.backends.wgpu.backend import WgpuBackend
 from runner.compare import compare
 from runner.errors import EnvironmentUnusable
@@ -74,7 +74,7 @@ def test_encoder_layouts_eager_and_capture_match_onnxruntime(backend, style, ord
     layout = Layout("-".join(order) or "default", order=order)
     for capture in (False, True):
         case, workload = encoder_case(style, layout, capture)
-        result = backend.run(case, workload)
+        result = backend.run(CaseWork(case, workload))
         assert result.status == "ok", result.message
         assert len(result.runs) == 3
         expected = compute_reference(workload)
@@ -89,7 +89,7 @@ def test_exported_encoder_with_padding_in_the_attention_mask(backend):
     for capture in (False, True):
         case, workload = encoder_case("exported", Layout("mask"), capture, inputs=mask)
         assert 0 in workload.inputs["attention_mask"]
-        result = backend.run(case, workload)
+        result = backend.run(CaseWork(case, workload))
         assert result.status == "ok", result.message
         assert matches(result, compute_reference(workload))
 
@@ -98,7 +98,7 @@ def test_layout_order_changes_the_uniform_structs(backend):
     keys = {}
     for order in ORDERS:
         case, workload = encoder_case("compact", Layout("x", order=order), capture=False)
-        keys[order] = {d.pipeline for d in backend.run(case, workload).trace.dispatches}
+        keys[order] = {d.pipeline for d in backend.run(CaseWork(case, workload)).trace.dispatches}
     assert keys[()] != keys[("eps", "heads", "scale")]  # the layer norm's eps moved first
     assert keys[("eps", "heads", "scale")] != keys[("cols", "rows", "eps")]
     assert keys[("cols", "rows", "eps")] != keys[("strides", "size", "scale")]
@@ -107,14 +107,14 @@ def test_layout_order_changes_the_uniform_structs(backend):
 def test_capture_replays_without_bind_groups_or_uniform_writes(backend):
     shape = Shape((("batch", 1), ("sequence", 7)))  # a session no other test made
     case, workload = encoder_case("exported", Layout("trace"), capture=False, shape=shape)
-    eager = backend.run(case, workload)
+    eager = backend.run(CaseWork(case, workload))
     steps = len(eager.trace.dispatches)
     assert steps == eager.details["dispatches"] > 0
     assert eager.trace.replay_bind_groups_created == 2 * steps  # rebuilt on every run
     assert eager.trace.replay_uniform_writes == 2 * steps
 
     case, workload = encoder_case("exported", Layout("trace"), capture=True, shape=shape)
-    captured = backend.run(case, workload)
+    captured = backend.run(CaseWork(case, workload))
     assert captured.details["capture"]["recorded"]
     assert captured.trace.bind_groups_created == steps
     assert captured.trace.replay_bind_groups_created == 0
@@ -126,7 +126,7 @@ def test_capture_replays_without_bind_groups_or_uniform_writes(backend):
         assert [b.slot for b in dispatch.bindings if b.role == "uniform"] == [16]
         assert all(b.slot < 16 for b in dispatch.bindings if b.role != "uniform")
 
-    again = backend.run(case, workload)  # the same layout again: the cached capture
+    again = backend.run(CaseWork(case, workload))  # the same layout again: the cached capture
     assert not again.details["capture"]["recorded"]
     assert again.trace.bind_groups_created == 0 and again.trace.uniform_writes == 0
     assert again.details["capture"]["key"] == captured.details["capture"]["key"]
@@ -144,7 +144,10 @@ def test_fault_switch_replays_the_earlier_layouts_capture(values):
                 case, workload = encoder_case("compact", layout, capture)
                 if name == "b" and capture:
                     case = dataclasses.replace(case, inject=frozenset({FAULT}))
-                results[name, capture] = fresh.run(case, workload), compute_reference(workload)
+                results[name, capture] = (
+                    fresh.run(CaseWork(case, workload)),
+                    compute_reference(workload),
+                )
         (stale, expected_b), (_, expected_a) = results["b", True], results["a", True]
         assert not matches(results["b", False][0], expected_a)  # the layouts differ
         assert matches(results["b", False][0], expected_b)  # eager is unaffected
@@ -154,7 +157,7 @@ def test_fault_switch_replays_the_earlier_layouts_capture(values):
         assert not stale.details["capture"]["recorded"]
 
         case, workload = encoder_case("compact", second, capture=True)  # without the fault
-        fixed = fresh.run(case, workload)
+        fixed = fresh.run(CaseWork(case, workload))
         assert fixed.details["capture"]["recorded"] and matches(fixed, expected_b)
     finally:
         fresh.close()
@@ -167,7 +170,7 @@ def test_run_wide_fault_with_an_order_change_binds_the_earlier_programs():
         runs = []
         for order in (("eps", "heads", "scale"), ("cols", "rows", "eps")):
             case, workload = encoder_case("compact", Layout("-".join(order), order=order), True)
-            runs.append(faulty.run(case, workload))
+            runs.append(faulty.run(CaseWork(case, workload)))
         pipelines = [[d.pipeline for d in run.trace.dispatches] for run in runs]
         assert pipelines[1] == pipelines[0]
         assert runs[1].details["capture"]["key"] == runs[0].details["capture"]["key"]
@@ -194,7 +197,7 @@ def _chain_model(op: str, **attrs):
 )
 def test_unsupported_op_is_a_status_naming_it(backend, op, attrs, words):
     workload = make_workload(_chain_model(op, **attrs), {"x": np.ones((3, 5), np.float32)})
-    result = backend.run(make_case(), workload)
+    result = backend.run(CaseWork(make_case(), workload))
     assert result.status == "unsupported-op"
     assert op in result.message and words in result.message and "culprit" in result.message
     assert result.details == {"op": op, "node": "culprit"}
@@ -212,36 +215,36 @@ def test_a_failing_case_is_an_error_status_not_an_exception(backend):
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     feeds = {"table": np.ones((4, 3), np.float32), "ids": np.array([0, 2**40], np.int64)}
-    result = backend.run(make_case(), make_workload(model, feeds))
+    result = backend.run(CaseWork(make_case(), make_workload(model, feeds)))
     assert result.status == "error" and "int32" in result.message
 
     del feeds["ids"]
-    result = backend.run(make_case(), make_workload(model, feeds))
+    result = backend.run(CaseWork(make_case(), make_workload(model, feeds)))
     assert result.status == "error" and "ids" in result.message
 
 
 def test_inputs_must_agree_with_the_pinned_shape(backend):
     case, workload = encoder_case("compact", Layout("pins"), capture=False)
     wrong = dataclasses.replace(workload, shape={**workload.shape, "sequence": 99})
-    result = backend.run(case, wrong)
+    result = backend.run(CaseWork(case, wrong))
     assert result.status == "error" and "pins" in result.message
 
 
 def test_timings_sessions_and_timeout(backend):
     shape = Shape((("batch", 1), ("sequence", 5)))  # a session no other test made
     case, workload = encoder_case("compact", Layout("timing"), capture=False, shape=shape)
-    first = backend.run(case, workload)
+    first = backend.run(CaseWork(case, workload))
     assert first.details["session_created"]
     assert first.timings.runs == 3
     assert first.timings.session_ms > 0 and first.timings.first_run_ms > 0
     assert first.timings.median_run_ms > 0
-    second = backend.run(case, workload)
+    second = backend.run(CaseWork(case, workload))
     assert not second.details["session_created"]
     assert second.details["session"] == first.details["session"]
 
     hurried = open_wgpu(timeout_s=1e-9)
     try:
-        result = hurried.run(case, workload)
+        result = hurried.run(CaseWork(case, workload))
         assert result.status == "timeout" and len(result.runs) == 1
     finally:
         hurried.close()
@@ -254,12 +257,14 @@ def test_environment_and_adapter_choice(backend):
     assert set(adapter) >= {"vendor", "architecture", "driver"}
     assert environment["wgpu"] and environment["faults"] == []
 
-    assert backend.run(make_case(adapter="no-such-adapter"), _identity()).status == "skipped"
+    assert (
+        backend.run(CaseWork(make_case(adapter="no-such-adapter"), _identity())).status == "skipped"
+    )
     named = open_wgpu(adapter=adapter["name"][:8])
     try:
         assert named.environment()["adapter"]["name"] == adapter["name"]
         # the command line's adapter (options) overrides the suite's (the case's target)
-        assert named.run(make_case(adapter="no-such-adapter"), _identity()).status == "ok"
+        assert named.run(CaseWork(make_case(adapter="no-such-adapter"), _identity())).status == "ok"
     finally:
         named.close()
     with pytest.raises(EnvironmentUnusable, match="mesa-vulkan-drivers"):
@@ -291,6 +296,6 @@ def test_the_registry_opens_it():
     opened = open_backend("wgpu", BackendOptions(runs=1))
     try:
         assert opened.name == "wgpu" and FAULT in REGISTRY["wgpu"].faults
-        assert opened.run(make_case(), _identity()).status == "ok"
+        assert opened.run(CaseWork(make_case(), _identity())).status == "ok"
     finally:
         opened.close()

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from runner.backends import REGISTRY
-from runner.backends.base import BackendRun
+from runner.backends.base import BackendRun, CaseWork
 from runner.backends.wgpu.backend import WgpuBackend
 from runner.backends.wgpu.faults import (
     CACHE_FROZEN_AT_CAPTURE,
@@ -78,7 +78,7 @@ def run_cell(backend: WgpuBackend, style: str, faults: frozenset[str] = frozense
         case = dataclasses.replace(case, inject=faults, graphs=graphs)
         workload = materialize(case, runs=3)
         references = {v: compute_reference(workload, v) for v in workload.all_variants()}
-        runs[capture] = backend.run(case, workload)
+        runs[capture] = backend.run(CaseWork(case, workload))
         assert runs[capture].status == "ok", runs[capture].message
         feeds = workload.feeds(3)
         twin = Twin(runs[False], feeds) if capture else None
@@ -186,7 +186,7 @@ def test_graphs_record_apart_and_sharing_inputs_returns_the_first_graphs_result(
     clean = run_cell(backend, "compact", frozenset())  # graphs: 1
     two = dataclasses.replace(encoder_case("compact", Layout("default"), True)[0], graphs=2)
     workload = materialize(two, runs=3)
-    run = backend.run(two, workload)
+    run = backend.run(CaseWork(two, workload))
     assert run.status == "ok" and len(run.runs) == 6 and run.details["graphs"] == 2
     assert run.trace.replay_bind_groups_created == 0  # graph 1's first run records, no replay
     for outputs, feed in zip(run.runs, workload.feeds(3), strict=True):

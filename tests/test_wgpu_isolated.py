@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from runner.backends import open_backend
-from runner.backends.base import BackendOptions
+from runner.backends import REGISTRY, open_backend
+from runner.backends.base import BackendOptions, CaseWork
 from runner.matrix import expand_matrix
 from runner.suite import load_suite
 from runner.workload import materialize
@@ -34,24 +34,26 @@ capture: [capture]
 
 @pytest.fixture
 def cases(write_suite):
-    return {case.model.name: case for case in expand_matrix([load_suite(write_suite(SUITE))])}
+    return {
+        case.model.name: case for case in expand_matrix([load_suite(write_suite(SUITE), REGISTRY)])
+    }
 
 
 def test_a_child_killed_mid_case_fails_that_case_and_restarts(cases):
     backend = open_backend("wgpu", BackendOptions(runs=3))
     try:
-        assert backend.run(cases["enc"], materialize(cases["enc"])).status == "ok"
+        assert backend.run(CaseWork(cases["enc"], materialize(cases["enc"]))).status == "ok"
         first_child = backend._child.pid
         killer = threading.Timer(0.5, os.kill, (first_child, signal.SIGKILL))
         killer.start()
         began = time.monotonic()
-        crashed = backend.run(cases["big"], materialize(cases["big"]))
+        crashed = backend.run(CaseWork(cases["big"], materialize(cases["big"])))
         killer.join()
         assert crashed.status == "error", crashed.message
         assert f"process died (exit status -{int(signal.SIGKILL)})" in crashed.message
         assert time.monotonic() - began < 60
         assert backend._child.pid != first_child
-        after = backend.run(cases["enc"], materialize(cases["enc"]))
+        after = backend.run(CaseWork(cases["enc"], materialize(cases["enc"])))
         assert after.status == "ok" and after.timings.runs == 3
         assert backend.environment()["isolated"] is True
     finally:
@@ -66,9 +68,9 @@ def test_a_hung_child_is_a_timeout_and_is_replaced(cases, monkeypatch):
         backend.environment()  # booted: the hang comes mid-case
         stuck = backend._child.pid
         os.kill(stuck, signal.SIGSTOP)  # a native call that never returns looks like this
-        hung = backend.run(cases["enc"], materialize(cases["enc"]))
+        hung = backend.run(CaseWork(cases["enc"], materialize(cases["enc"])))
         assert hung.status == "timeout" and "did not answer within 3 s" in hung.message
-        assert backend.run(cases["enc"], materialize(cases["enc"])).status == "ok"
+        assert backend.run(CaseWork(cases["enc"], materialize(cases["enc"]))).status == "ok"
     finally:
         backend.close()
 

@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from runner.backends.base import BackendOptions, BackendRun
+from runner.backends.base import BackendOptions, BackendRun, CaseWork
 from runner.backends.wgpu.kernels import workgroups
 from runner.compare import compare
 from runner.errors import EnvironmentUnusable
@@ -98,7 +98,7 @@ def assert_matches_onnxruntime(
     backend, model: onnx.ModelProto, feeds: dict, capture: bool = False, order=()
 ) -> BackendRun:
     workload = make_workload(model, feeds, order)
-    result = backend.run(make_case(capture), workload)
+    result = backend.run(CaseWork(make_case(capture), workload))
     assert result.status == "ok", result.message
     expected = compute_reference(workload)
     for name, value in expected.items():
@@ -306,7 +306,7 @@ def test_concat_with_inputs_empty_along_another_axis(backend, shapes, axis, want
     graph = helper.make_graph([node], "concat", untyped, [helper.make_empty_tensor_value_info("y")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     workload = make_workload(model, feeds)
-    got = backend.run(make_case(), workload).outputs["y"]
+    got = backend.run(CaseWork(make_case(), workload)).outputs["y"]
     expected = compute_reference(workload)["y"]
     assert got.shape == expected.shape == want
     copied = np.moveaxis(got, axis, 0)[: sum(f.shape[axis] for f in feeds.values() if f.size)]
@@ -525,7 +525,7 @@ def test_range_and_constant_of_shape_fold_to_constant_outputs(backend):
 
 @pytest.mark.parametrize("op, inputs", [("Range", RANGE), ("ConstantOfShape", SHAPE)])
 def test_a_shape_computed_on_the_device_is_unsupported(backend, op, inputs):
-    result = backend.run(make_case(), make_workload(*op_model(op, inputs)))
+    result = backend.run(CaseWork(make_case(), make_workload(*op_model(op, inputs))))
     assert result.status == "unsupported-op"
     assert op in result.message and "must be constant" in result.message
 

@@ -1,8 +1,10 @@
 """The one protocol every backend implements, the values a backend returns, and the descriptor
 that says everything else about a backend.
 
-A backend is opened once per run (one device, one browser), runs cases in the order given, and
-is closed at the end. It never judges: it reports what happened, the judge decides.
+A backend is opened once per run (one device, one browser), runs the work it is given in order
+through its one entry point, ``run(work)``: a matrix case (``CaseWork``) or a scenario's steps
+(``ScenarioWork``), and is closed at the end. It never judges: it reports what happened, the
+judge decides.
 
 A ``BackendDescriptor`` holds what the rest of the runner needs to know about a backend before
 it opens one: how a suite's ``backends:`` entry expands into targets, its element types and
@@ -25,7 +27,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from runner.errors import InvalidInput, Problem
-from runner.suite.spec import BackendTarget  # declared with the suite's values; kept here too
+from runner.scenario.values import ScenarioRun
+from runner.schedule import Feed
+from runner.suite.scenarios import Scenario
+from runner.suite.spec import BackendTarget, TargetProblem
 
 if TYPE_CHECKING:  # annotations only: the matrix and workloads are built before any backend
     from runner.matrix import Case
@@ -163,6 +168,49 @@ def case_timeout(case: Case, options: BackendOptions) -> float:
     return options.timeout_s or case.suite.timeout_s
 
 
+@dataclass(frozen=True)
+class CaseWork:
+    """A matrix case to run: a session of its own (or the one its revisit comes back to), run
+    once per input of the workload's schedule; reported as a ``BackendRun``."""
+
+    case: Case
+    workload: Workload  # the model variant and every run's inputs
+
+    @property
+    def target(self) -> BackendTarget:
+        return self.case.backend
+
+    def timeout_s(self, options: BackendOptions) -> float:
+        return case_timeout(self.case, options)
+
+    def unrun(self, status: str, message: str) -> BackendRun:
+        """What the work reports when the backend could not finish it."""
+        return BackendRun(status=status, message=message)
+
+
+@dataclass(frozen=True)
+class ScenarioWork:
+    """A scenario's steps to run on one device: sessions created, run, released in the order
+    the steps say; reported as a ``ScenarioRun``. A backend that cannot do a step reports
+    ``skipped`` with the reason, before running anything."""
+
+    scenario: Scenario
+    target: BackendTarget
+    workload: Workload  # the model at the scenario's shape, every run's inputs (its variants)
+    feeds: tuple[Feed | None, ...]  # per step: a run's graph and inputs; None for other steps
+    inject: frozenset[str] = frozenset()
+    timeout: float = 120.0
+
+    def timeout_s(self, options: BackendOptions) -> float:
+        return self.timeout
+
+    def unrun(self, status: str, message: str) -> ScenarioRun:
+        return ScenarioRun(status, message)
+
+
+Work = CaseWork | ScenarioWork
+
+
 class Backend(Protocol):
     """What a descriptor's ``factory`` builds from ``BackendOptions``."""
 
@@ -171,8 +219,9 @@ class Backend(Protocol):
     def environment(self) -> dict[str, Any]:
         """Versions and adapter info for ``run.json``."""
 
-    def run(self, case: Case, workload: Workload) -> BackendRun:
-        """Run one case (``case.runs`` times); never raises for a case's own failure."""
+    def run(self, work: Work) -> BackendRun | ScenarioRun:
+        """Run one case (a ``BackendRun``) or scenario (a ``ScenarioRun``, for a backend whose
+        descriptor lists ``scenario_actions``); never raises for the work's own failure."""
 
     def close(self) -> None:
         """Release the device, browser and server."""
@@ -199,17 +248,6 @@ class VersionProblem(ValueError):
     def __init__(self, message: str, expected: str):
         super().__init__(message)
         self.expected = expected
-
-
-class TargetProblem(ValueError):
-    """Values of a suite's ``backends:`` entry that name nothing: (where, message, expected)
-    each, `where` the value's path in the entry (``("version", 1)``) for FILE:LINE:COL."""
-
-    def __init__(self, problems: list[tuple[tuple, str, str]]):
-        super().__init__(
-            "; ".join(f"{message}; expected {expected}" for _, message, expected in problems)
-        )
-        self.problems = problems
 
 
 class VersionHistory(Protocol):

@@ -14,21 +14,11 @@ import multiprocessing
 import signal
 import sys
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from runner.backends.base import (
-    BackendOptions,
-    BackendRun,
-    case_timeout,
-    resolve,
-)
-from runner.backends.sequence import ScenarioPlan
+from runner.backends.base import BackendOptions, BackendRun, Work, resolve
 from runner.errors import EnvironmentUnusable
 from runner.scenario.values import ScenarioRun
-
-if TYPE_CHECKING:  # annotations only: the matrix and workloads are built before any backend
-    from runner.matrix import Case
-    from runner.workload import Workload
 
 GRACE_S = 10.0  # beyond the case timeout, which the backend enforces itself between runs
 BOOT_TIMEOUT_S = 120.0
@@ -106,35 +96,17 @@ class IsolatedBackend:
     def environment(self) -> dict[str, Any]:
         return {**self._call("environment"), "isolated": True}
 
-    def run(self, case: Case, workload: Workload) -> BackendRun:
+    def run(self, work: Work) -> BackendRun | ScenarioRun:
         try:
-            return self._call(
-                "run", case, workload, timeout_s=case_timeout(case, self.options) + GRACE_S
-            )
+            return self._call("run", work, timeout_s=work.timeout_s(self.options) + GRACE_S)
         except TimeoutError as hung:
             self._restart()
-            return BackendRun(status="timeout", message=f"{hung}; it was restarted")
-        except (EOFError, OSError):  # the child died mid-case, e.g. a native panic
+            return work.unrun("timeout", f"{hung}; it was restarted")
+        except (EOFError, OSError):  # the child died mid-run, e.g. a native panic
             self._child.join()
             code = self._child.exitcode
             self._restart()
-            return BackendRun(
-                status="error",
-                message=f"the {self.name} process died (exit "
-                f"status {code}) while running the case; it was restarted",
-            )
-
-    def run_scenario(self, plan: ScenarioPlan) -> ScenarioRun:
-        try:
-            return self._call("run_scenario", plan, timeout_s=plan.timeout_s + GRACE_S)
-        except TimeoutError as hung:
-            self._restart()
-            return ScenarioRun("timeout", f"{hung}; it was restarted")
-        except (EOFError, OSError):  # the child died mid-scenario, e.g. a native panic
-            self._child.join()
-            code = self._child.exitcode
-            self._restart()
-            return ScenarioRun(
+            return work.unrun(
                 "error", f"the {self.name} process died (exit status {code}); it was restarted"
             )
 

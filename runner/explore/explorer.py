@@ -1,7 +1,7 @@
 """``explore``: drawn scenarios on one backend target, for a time budget, minimal ones written.
 
 The backend is opened once (one browser page per build for ort-web) and every example runs
-through the scenario step (``runner.scenario``) and the judge. Hypothesis runs the state
+through the step (``runner.step``) and the judge. Hypothesis runs the state
 machine (``machine``) in passes: a pass ends when Hypothesis has shrunk what it found, and the
 next one treats those kinds of failure as known, so nothing is found twice in one explore. Its
 example database lives in the cache folder, per target and faults, so a rerun replays known
@@ -48,8 +48,9 @@ from runner.explore.finding import (
 from runner.explore.machine import cut_after, machine_factory
 from runner.explore.space import ExploredModel, Space
 from runner.files import cache_root
+from runner.matrix import ScenarioTarget
 from runner.oracle import ReferenceCache
-from runner.scenario.step import ScenarioTarget, step_scenario
+from runner.step import Step
 from runner.suite.scenarios import Scenario
 
 MAX_STEPS = 8  # steps per drawn scenario; the known triggers take two to four
@@ -107,7 +108,8 @@ class _Examiner:
 
     def __init__(self, request: ExploreRequest, backend: Backend, say: Callable[[str], None]):
         self.request, self.backend, self.say = request, backend, say
-        self.oracle = ReferenceCache(None)  # in memory: examples share their inputs' references
+        # in memory: examples share their inputs' references
+        self.step = Step(ReferenceCache(None).references, request.options)
         self.began = self.said = time.monotonic()
         self.deadline = self.began + request.budget_s
         self.examples = self.steps = 0  # distinct scenarios run, and their steps
@@ -139,13 +141,11 @@ class _Examiner:
         key = _scenario_key(explored, scenario)
         if key not in self.outcomes:
             item = ScenarioTarget(explored.suite, scenario, self.request.space.target)
-            stepped = step_scenario(
-                item, self.backend, self.oracle.references, self.request.options, "explore"
-            )
+            stepped = self.step.run(item, self.backend)
             self.examples += 1
             self.steps += len(scenario.steps)
-            if stepped.result.verdict == "skipped":
-                raise ScenariosSkipped(stepped.result.message)
+            if stepped.judgement.verdict == "skipped":
+                raise ScenariosSkipped(stepped.judgement.message)
             failing = stepped.failing_step is not None
             self.outcomes[key] = Failure(explored, scenario, stepped) if failing else None
         return self.outcomes[key]
@@ -286,7 +286,7 @@ def _uncapped_shrinking() -> Iterator[None]:
 
 def _scenario_key(explored: ExploredModel, scenario: Scenario) -> tuple:
     """What tells two drawn scenarios apart: the model and the steps (``signature``)."""
-    return explored.suite.path, explored.model.name, signature(scenario)
+    return explored.digest, signature(scenario)
 
 
 def _only_failures(raised: BaseException) -> bool:
@@ -337,7 +337,7 @@ class _PassDatabase(ExampleDatabase):
 def _database_folder(space: Space, inject: frozenset[str], root: Path) -> Path:
     """One example database per target, faults and models: a choice sequence means a scenario
     only over the same models and steps."""
-    models = sorted(f"{m.suite.path.name}:{m.model.name}" for m in space.models)
+    models = sorted(m.digest for m in space.models)
     text = repr((space.target.id, space.target.version, sorted(inject), models, space.actions))
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     return root / f"{space.target.id.replace(':', '-')}-{digest}"

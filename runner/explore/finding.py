@@ -24,10 +24,11 @@ import yaml
 from runner.errors import InvalidInput
 from runner.explore.space import ExploredModel
 from runner.history import CaseResult
+from runner.matrix import ScenarioTarget
 from runner.repro import bundle
 from runner.repro.scenario import write_scenario_bundle
-from runner.scenario.step import ScenarioTarget, SteppedScenario
 from runner.scenario.values import RUN
+from runner.step import Stepped
 from runner.suite.scenarios import Scenario, scenario_entry
 from runner.suite.spec import BackendTarget
 
@@ -52,11 +53,11 @@ class Failure:
 
     explored: ExploredModel
     scenario: Scenario
-    stepped: SteppedScenario  # its result, failing step, workload and references
+    stepped: Stepped  # its judgement, failing step, workload and references
 
     @property
     def result(self) -> CaseResult:
-        return self.stepped.result
+        return self.stepped.result("explore")
 
     @property
     def failing_step(self) -> int:
@@ -172,12 +173,10 @@ def _write_bundle(
 
 
 def _model_entry(explored: ExploredModel, out: Path) -> dict[str, Any]:
-    """The model's entry as its suite file wrote it, its file's path made relative to `out`."""
-    suite_file = explored.suite.path
-    entry = dict(yaml.safe_load(suite_file.read_text())["models"][explored.model.name])
+    """The model's entry as its source gave it, its file's path made relative to `out`."""
+    entry = dict(explored.entry)
     if "path" in entry:
-        model_file = (suite_file.parent / entry["path"]).resolve()
-        entry["path"] = os.path.relpath(model_file, out.resolve())
+        entry["path"] = os.path.relpath(entry["path"], out.resolve())
     return entry
 
 

@@ -1,9 +1,22 @@
-"""What explore draws from: a selection's models, on the one backend target it names."""
+"""What explore draws from: models from a source (``ModelSource``), on the one backend target
+the selection names.
+
+A source hands explore ``ExploredModel``s: each the model's declaration, the suite it runs in
+(tolerance, layouts, timeout), the shape, its `models:` entry as a finding's suite file writes it
+and its digest, which findings and the example database are keyed on. ``SuiteModels`` is the
+suites' own models; a source that generates models builds the same values.
+"""
 
 from __future__ import annotations
 
 import fnmatch
+import hashlib
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
+
+import yaml
 
 from runner.backends import REGISTRY, resolve_targets
 from runner.errors import InvalidInput
@@ -15,11 +28,64 @@ FILTER_KEYS = ("model", "suite")
 
 @dataclass(frozen=True)
 class ExploredModel:
-    """A suite's model at the shape its scenarios default to."""
+    """A model explore draws scenarios over, at one shape."""
 
-    suite: Suite
+    suite: Suite  # what it runs in: its tolerance, layouts and timeout
     model: ModelSpec
     shape: Shape
+    # Its `models:` entry as a finding's suite writes it, a model file's `path` absolute
+    entry: Mapping[str, Any]
+    digest: str  # what tells it from other models: the entry, the file's content and the shape
+
+
+class ModelSource(Protocol):
+    """Where explore's models come from."""
+
+    def models(self) -> tuple[ExploredModel, ...]:
+        """The models to draw from; InvalidInput when there are none."""
+
+
+def suite_model(suite: Suite, model: ModelSpec, shape: Shape) -> ExploredModel:
+    """`model` of `suite` at `shape`, its entry read from the suite's file."""
+    entry = dict(yaml.safe_load(suite.path.read_text())["models"][model.name])
+    content = dict(entry)
+    if "path" in entry:
+        file = (suite.path.parent / entry["path"]).resolve()
+        entry["path"] = str(file)
+        content["path"] = hashlib.sha256(file.read_bytes()).hexdigest()
+    text = json.dumps([content, shape.as_dict()], sort_keys=True, default=str)
+    return ExploredModel(suite, model, shape, entry, hashlib.sha256(text.encode()).hexdigest())
+
+
+@dataclass(frozen=True)
+class SuiteModels:
+    """The suites' encoders and model files (``model=`` or ``suite=`` filters), each at the
+    shape its scenarios default to; explore draws no decoder loop and no op test."""
+
+    suites: tuple[Suite, ...]
+    filters: tuple[str, ...] = ()
+
+    def models(self) -> tuple[ExploredModel, ...]:
+        models = tuple(
+            suite_model(suite, model, (model.shapes or suite.shapes or (STATIC_SHAPE,))[0])
+            for suite in self.suites
+            for model in suite.models
+            if model.op_test is None and model.decoder is None and self._wanted(suite, model)
+        )
+        if not models:
+            raise InvalidInput(
+                "no model to explore: the suites have no encoder or model file"
+                + (f" matching {', '.join(self.filters)}" if self.filters else "")
+                + " (explore draws no decoder loop and no op test)"
+            )
+        return models
+
+    def _wanted(self, suite: Suite, model: ModelSpec) -> bool:
+        fields = {"model": model.name, "suite": suite.name}
+        return all(
+            fnmatch.fnmatchcase(fields[key], glob)
+            for key, _, glob in (f.partition("=") for f in self.filters)
+        )
 
 
 @dataclass(frozen=True)
@@ -31,9 +97,11 @@ class Space:
     actions: tuple[str, ...]
 
 
-def explore_space(selection: Selection, inject: frozenset[str]) -> Space:
-    """The selection's encoder and model-file models (filters: ``model=`` or ``suite=`` globs)
-    on its one backend target, resolved; InvalidInput for anything else."""
+def explore_space(
+    selection: Selection, inject: frozenset[str], source: ModelSource | None = None
+) -> Space:
+    """`source`'s models (None: the selection's encoders and model files, ``SuiteModels``) on
+    the selection's one backend target, resolved; InvalidInput for anything else."""
     for pattern in selection.filters:
         key, sep, _ = pattern.partition("=")
         if not sep or key not in FILTER_KEYS:
@@ -60,24 +128,5 @@ def explore_space(selection: Selection, inject: frozenset[str]) -> Space:
             f"--inject {', '.join(unknown)}: no such fault on {target.name}; expected one of "
             f"{', '.join(descriptor.faults) or '(none)'}"
         )
-    models = tuple(
-        ExploredModel(suite, model, (model.shapes or suite.shapes or (STATIC_SHAPE,))[0])
-        for suite in suites
-        for model in suite.models
-        if model.op_test is None and model.decoder is None and _wanted(suite, model, selection)
-    )
-    if not models:
-        raise InvalidInput(
-            "no model to explore: the suites have no encoder or model file"
-            + (f" matching {', '.join(selection.filters)}" if selection.filters else "")
-            + " (explore draws no decoder loop and no op test)"
-        )
-    return Space(models, target, descriptor.scenario_actions)
-
-
-def _wanted(suite: Suite, model: ModelSpec, selection: Selection) -> bool:
-    fields = {"model": model.name, "suite": suite.name}
-    return all(
-        fnmatch.fnmatchcase(fields[key], glob)
-        for key, _, glob in (f.partition("=") for f in selection.filters)
-    )
+    source = source or SuiteModels(tuple(suites), selection.filters)
+    return Space(source.models(), target, descriptor.scenario_actions)

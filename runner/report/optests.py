@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.history import CaseResult, RunFolder
-from runner.suite import load_suites
+from runner.selection import Selection, load
 from runner.suite.spec import Suite
 from runner.verdicts import SKIP_REASONS, Outcome
 
@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("suites", nargs="+", type=Path, help="the suites the run ran")
     parser.add_argument("--results", type=Path, required=True, help="a run's results.jsonl")
     args = parser.parse_args(argv)
-    suites = load_suites(args.suites, tags=("heavy",))
+    suites = load(Selection(tuple(args.suites), tags=("heavy",)))
     results = RunFolder(args.results.parent).results()
     print(markdown(summarize(suites, results)), end="")
 

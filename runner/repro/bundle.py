@@ -5,7 +5,7 @@ inputs); ``expected/cpu/`` (onnxruntime CPU, per input likewise), ``expected/eag
 case's eager twin) and ``actual/`` (the case's output), of the last run, from the rerun that
 kept the model; ``sequence/N-LAYOUT/`` for each earlier layout whose capture the
 case needs first. Every tensor is a ``.npy`` (Python) and a raw little-endian ``.bin`` (the
-page). ``judge/`` holds the suite's judge for the page to run (``runner.repro.judging``).
+page). ``judge/`` holds the suite's judge for the page to run (``runner.scenario.bundled``).
 ``repro.json`` lists the sessions in order (``steps``), the tensors, and every file of
 the bundle, so that ``--force`` replaces exactly a previous bundle's files.
 """
@@ -26,13 +26,13 @@ from runner.history import CaseResult
 from runner.matrix import Case
 from runner.measure import Tolerance
 from runner.oracle import References
-from runner.repro import judging
+from runner.scenario import bundled
 from runner.schedule import BASE
 from runner.suite.spec import mode_name
 from runner.workload import Workload
 
 MANIFEST = "repro.json"
-MAIN = judging.MAIN
+MAIN = bundled.MAIN
 
 
 def check_folder(folder: Path, force: bool) -> None:
@@ -78,10 +78,10 @@ class Writer:
 
     def judge(self) -> list[str]:
         """The suite's judge, as ``judge/runner/...``: the page of a bundle runs it under Pyodide
-        (``runner.repro.judging``)."""
-        root = Path(judging.__file__).parents[2]  # the folder holding runner/
+        (``runner.scenario.bundled``)."""
+        root = Path(bundled.__file__).parents[2]  # the folder holding runner/
         return [
-            self.bytes(f"judge/{name}", (root / name).read_bytes()) for name in judging.PAGE_MODULES
+            self.bytes(f"judge/{name}", (root / name).read_bytes()) for name in bundled.PAGE_MODULES
         ]
 
     def tensors(self, prefix: str, arrays: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ judges them as the suite does (``runner.scenario.judging``), naming the same fai
 A scenario is not cut: its sessions all run its one model, and a smaller model would make
 another scenario. Its steps rerun on a fresh backend of the same build and version (with the
 result's injected faults under ``--with-fault``) through the scenario step the run uses
-(``runner.scenario.step``); the folder holds that run's model, every run's inputs and
+(``runner.step``); the folder holds that run's model, every run's inputs and
 onnxruntime CPU's outputs for them (``bundle.Writer``), ``repro.json`` (its ``scenario``: the
 steps, the sessions and which inputs each run gets) and the backend's runner. ``explore``
 writes one beside each finding from the run that found it (`write_scenario_bundle`).
@@ -23,11 +23,12 @@ from runner.backends import REGISTRY, open_backend
 from runner.backends.base import BackendOptions, ReproRequest, ReproRunner, resolve
 from runner.errors import InvalidInput
 from runner.history import CaseResult
+from runner.matrix import ScenarioTarget
 from runner.oracle import ReferenceCache, onnxruntime_version
 from runner.repro import bundle, issue
 from runner.repro.command import ReproOptions
 from runner.repro.subject import check_digest, result_target, run_record
-from runner.scenario.step import ScenarioTarget, SteppedScenario, judged_scenario, step_scenario
+from runner.step import Step, Stepped, judged_scenario
 from runner.suite import load_suite
 from runner.suite.scenarios import scenario_entry
 
@@ -38,7 +39,7 @@ PREFIX = "scenario="  # a scenario result's case id: scenario=NAME/BACKEND
 class ScenarioBundle:
     folder: Path
     result: CaseResult  # the result bundled
-    stepped: SteppedScenario  # the run the folder holds (the rerun, or explore's own)
+    stepped: Stepped  # the run the folder holds (the rerun, or explore's own)
     notes: tuple[str, ...]
     runner: ReproRunner
     files: tuple[str, ...]
@@ -46,7 +47,7 @@ class ScenarioBundle:
 
     @property
     def verdict(self) -> str:
-        return self.stepped.result.verdict
+        return self.stepped.judgement.verdict
 
     @property
     def reproduced(self) -> bool:
@@ -74,15 +75,13 @@ def bundle_scenario(
     )
     backend = open_backend(item.target.name, backend_options)
     try:
-        stepped = step_scenario(
-            item, backend, ReferenceCache(None).references, backend_options, "repro"
-        )
+        stepped = Step(ReferenceCache(None).references, backend_options).run(item, backend)
     finally:
         backend.close()
     if stepped.workload is None or not stepped.references:
-        raise InvalidInput(f"{result.case_id}: nothing to bundle: {stepped.result.message}")
+        raise InvalidInput(f"{result.case_id}: nothing to bundle: {stepped.judgement.message}")
     notes = check_digest(result, stepped.workload)
-    say(f"the scenario rerun: {stepped.result.verdict}: {stepped.result.message}")
+    say(f"the scenario rerun: {stepped.judgement.verdict}: {stepped.judgement.message}")
     environment = run_record(history, result.run_id).environment
     if options.force:
         bundle.clear_previous(folder)
@@ -103,7 +102,7 @@ def write_scenario_bundle(
     folder: Path,
     item: ScenarioTarget,
     result: CaseResult,
-    stepped: SteppedScenario,
+    stepped: Stepped,
     faults: frozenset[str],
     *,
     local: bool,
@@ -115,8 +114,7 @@ def write_scenario_bundle(
     `faults`, labelled as injected. `environment` is the run's (run.json's)."""
     folder.mkdir(parents=True, exist_ok=True)
     writer = bundle.Writer(folder)
-    scenario, suite = item.scenario, item.suite
-    tolerance = scenario.tolerance or suite.tolerance
+    scenario, suite, tolerance = item.scenario, item.suite, item.tolerance
     entry = writer.workload("", stepped.workload, suite.layouts[0].label, stepped.references, 0)
     schedule = iter(entry["schedule"])  # each run's [graph, variant index], in order
     feeds = [None if feed is None else next(schedule) for feed in stepped.feeds]
@@ -144,9 +142,9 @@ def write_scenario_bundle(
         faults={name: descriptor.faults[name] for name in sorted(carried)},
         platform=str(environment.get("platform") or ""),
         onnxruntime=onnxruntime_version(),
-        verdict=stepped.result.verdict,
-        message=stepped.result.message,
-        reproduced=stepped.result.verdict == result.verdict,
+        verdict=stepped.judgement.verdict,
+        message=stepped.judgement.message,
+        reproduced=stepped.judgement.verdict == result.verdict,
         comparisons=(),
         tolerance=tolerance,
         sessions=tuple(step.describe() for step in scenario.steps),
@@ -168,7 +166,7 @@ def write_scenario_bundle(
 
 def _scenario_target(result: CaseResult) -> ScenarioTarget:
     """The result's scenario, on its own target, as the suite says it now."""
-    suite = load_suite(Path(result.suite_path))
+    suite = load_suite(Path(result.suite_path), REGISTRY)
     name = result.case_id.removeprefix(PREFIX).rpartition("/")[0]
     scenario = next((s for s in suite.scenarios if s.name == name), None)
     if scenario is None:

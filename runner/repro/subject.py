@@ -66,7 +66,7 @@ def load_subject(history: Path, result: CaseResult, with_fault: bool) -> Subject
     run = run_record(history, result.run_id)
     options = run.options
     run_faults = frozenset(options.get("inject") or ()) if with_fault else frozenset()
-    suite = load_suite(Path(result.suite_path))
+    suite = load_suite(Path(result.suite_path), REGISTRY)
     single = dataclasses.replace(suite, backends=(result_target(suite, result),))
     cases = [_with_faults(c, run_faults, with_fault) for c in expand_suite(single)]
     index = next((i for i, c in enumerate(cases) if _same_case(c, result)), None)

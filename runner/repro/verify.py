@@ -3,7 +3,7 @@
 Each rerun opens a backend of its own, so nothing an earlier candidate left on the device (a
 capture, a cached bind group, a page's sessions) can make a later one fail: the captures that
 preceded the case in its sequence run first, then its eager twin, then the case, each through
-the case step the run uses (``runner.casestep``), so the judge decides on the same evidence.
+the step the run uses (``runner.step``), so the judge decides on the same evidence.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from runner.backends import open_backend
-from runner.backends.base import Backend, BackendOptions, BackendRun
-from runner.casestep import CaseStep
+from runner.backends.base import Backend, BackendOptions, BackendRun, CaseWork
 from runner.errors import InvalidInput
 from runner.judge import Judgement
 from runner.matrix import Case
@@ -24,6 +23,7 @@ from runner.oracle import ReferenceCache, References
 from runner.repro.cut import exposed
 from runner.repro.subject import Subject
 from runner.schedule import Variant
+from runner.step import Step
 from runner.workload import Workload
 
 
@@ -42,7 +42,7 @@ def rerun(
 ) -> Rerun:
     """`workload` in place of the case's, `earlier` in place of the earlier captures'. Raises
     InvalidInput when onnxruntime CPU gives no reference to bundle."""
-    step = CaseStep(ReferenceCache(None).references, subject.runs)
+    step = Step(ReferenceCache(None).references, dataclasses.replace(options, runs=subject.runs))
     backend = open_backend(subject.case.backend.name, options)
     try:
         before = [
@@ -98,7 +98,7 @@ def _values(
     wanted = [name for name in names if name not in inputs]
     eager = dataclasses.replace(case, capture=False, revisit=False, revisited=False)
     one = dataclasses.replace(workload, inputs=inputs, schedule=(), variants={})
-    run = backend.run(eager, exposed(one, wanted))
+    run = backend.run(CaseWork(eager, exposed(one, wanted)))
     if run.status != "ok":
         raise ValueError(f"the eager run for the cut's inputs failed: {run.status}: {run.message}")
     return {**dict(inputs), **{name: run.outputs[name] for name in wanted}}

@@ -1,5 +1,7 @@
-"""Scenarios: a suite's ``scenarios:`` run on a backend and judged step by step.
+"""Scenarios' vocabulary and judging, below the suites and the backends that use them.
 
-``feeds`` says which inputs each run gets, ``judging`` builds the judge's ``Evidence`` from the
-runs, ``step`` runs one scenario on one backend target and makes its stored result.
+``values`` holds what a step is and what a backend reports for it; ``judging`` builds the
+judge's ``Evidence`` from a scenario's runs, session by session; ``bundled`` judges a repro
+bundle's runs (a case's or a scenario's) as the suite would, on the bundle's page under Pyodide
+too. A scenario is stepped, as a case is, by ``runner.step``.
 """

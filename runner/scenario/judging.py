@@ -6,7 +6,7 @@ Each run step is judged with the runs of its session before it (in that session'
 CPU for their own inputs (there is no eager twin in a scenario). The first step whose evidence
 does not pass is the scenario's failing step.
 
-A repro bundle of a scenario judges here too (``runner.repro.judging``): on its page, under
+A repro bundle of a scenario judges here too (``runner.scenario.bundled``): on its page, under
 Pyodide, so this module imports only what the judge does and ``runner.scenario.values``.
 """
 

@@ -13,7 +13,7 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,8 @@ from runner.suite.spec import (
     Rewind,
     Shape,
     Suite,
+    TargetParser,
+    TargetProblem,
     Tolerance,
     cell_values,
     entry_matches,
@@ -73,15 +75,18 @@ def discover(paths: Iterable[Path]) -> list[Path]:
     return found
 
 
-def load_suites(paths: Iterable[Path], tags: Iterable[str] = ()) -> list[Suite]:
-    """Every suite under `paths`; suites tagged `heavy` only if `tags` asks for them.
+def load_suites(
+    paths: Iterable[Path], backends: Mapping[str, TargetParser], tags: Iterable[str] = ()
+) -> list[Suite]:
+    """Every suite under `paths`, its ``backends:`` entries parsed by `backends` (the registry's
+    descriptors, by name); suites tagged `heavy` only if `tags` asks for them.
 
     Raises InvalidInput with the problems of all files together.
     """
     suites, problems = [], []
     for path in discover(paths):
         try:
-            suites.append(load_suite(path))
+            suites.append(load_suite(path, backends))
         except InvalidInput as exc:
             problems += exc.problems
     if problems:
@@ -90,7 +95,7 @@ def load_suites(paths: Iterable[Path], tags: Iterable[str] = ()) -> list[Suite]:
     return [s for s in suites if "heavy" not in s.tags or "heavy" in wanted]
 
 
-def load_suite(path: Path) -> Suite:
+def load_suite(path: Path, backends: Mapping[str, TargetParser]) -> Suite:
     if not path.is_file():
         raise InvalidInput(Problem(path, 1, 1, "no such suite file", "a YAML file"))
     located, yaml_problems = load_located(path)
@@ -102,7 +107,7 @@ def load_suite(path: Path) -> Suite:
     problems = _schema_problems(located)
     if problems:
         raise InvalidInput(problems)
-    return _Builder(located).build()
+    return _Builder(located, backends).build()
 
 
 def _expected(error: jsonschema.ValidationError) -> str:
@@ -214,8 +219,9 @@ def _largest_input(inputs: dict[str, list[int | str]], shape: dict[str, int]) ->
 class _Builder:
     """Turns validated data into a Suite, collecting the problems only code can see."""
 
-    def __init__(self, located: Located):
+    def __init__(self, located: Located, backends: Mapping[str, TargetParser]):
         self.located, self.data, self.file = located, located.data, located.file
+        self.backends = backends
         self.problems: list[Problem] = []
         self.root = _repository_root(self.file.resolve())
 
@@ -727,13 +733,9 @@ class _Builder:
         """The targets of ``backends[index]`` (of the entry at `within`: a scenario's), each
         knowing where its version is spelt; a version only a registry can resolve stays
         unresolved."""
-        # Deferred: the registry's descriptors import this package's values (BackendTarget).
-        from runner.backends import REGISTRY
-        from runner.backends.base import TargetProblem
-
         spec = {"name": spec} if isinstance(spec, str) else spec
         try:
-            targets = REGISTRY[spec["name"]].targets(spec, self.file.parent)
+            targets = self.backends[spec["name"]].targets(spec, self.file.parent)
         except TargetProblem as problem:
             for where, message, expected in problem.problems:
                 self.problem((*within, "backends", index, *where), message, expected)

@@ -21,6 +21,7 @@ from runner.scenario.values import (
     ScenarioStep,
     session_graphs,
 )
+from runner.schedule import Feed
 from runner.suite.spec import BackendTarget, Expectation, ModelSpec, Shape
 
 
@@ -50,6 +51,28 @@ class Scenario:
     def graphs(self, session: str) -> int:
         """How many graph ids the session's steps name."""
         return session_graphs(self.steps, session)
+
+    def feeds(self) -> tuple[Feed | None, ...]:
+        """Per step, a run's feed (None for other steps). Every run with new inputs (`rewrite`,
+        `fresh`) gets a draw of its own, so no two runs share inputs by accident; `same` repeats
+        its session's previous run of that graph (the loader checked there is one)."""
+        draws = 0
+        last: dict[tuple[str, int], Feed] = {}
+        feeds: list[Feed | None] = []
+        for step in self.steps:
+            if step.action == RELEASE:
+                last = {k: v for k, v in last.items() if k[0] != step.session}
+            if step.action != RUN:
+                feeds.append(None)
+                continue
+            if step.inputs == "same":
+                feed = last[step.session, step.graph]
+            else:
+                feed = Feed(step.graph, (step.graph, draws))
+                draws += 1
+            last[step.session, step.graph] = feed
+            feeds.append(feed)
+        return tuple(feeds)
 
     def session_specs(self) -> dict[str, dict[str, Any]]:
         """Each session as a page takes it (harness.js, and a repro bundle's ``repro.json``)."""

@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from runner.errors import Problem
 from runner.measure import Tolerance
@@ -47,6 +47,25 @@ class BackendTarget:
         so that a rule for ``ort-web:jsep`` holds on every version (``version=`` tells them
         apart)."""
         return f"{self.name}:{self.bundle}" if self.bundle else self.name
+
+
+class TargetProblem(ValueError):
+    """Values of a suite's ``backends:`` entry that name nothing: (where, message, expected)
+    each, `where` the value's path in the entry (``("version", 1)``) for FILE:LINE:COL."""
+
+    def __init__(self, problems: list[tuple[tuple, str, str]]):
+        super().__init__(
+            "; ".join(f"{message}; expected {expected}" for _, message, expected in problems)
+        )
+        self.problems = problems
+
+
+class TargetParser(Protocol):
+    """What the loader is handed per backend name to parse a ``backends:`` entry with (a
+    ``runner.backends.base.BackendDescriptor``), so that loading a suite needs no backend."""
+
+    def targets(self, entry: Mapping[str, Any], base: Path) -> tuple[BackendTarget, ...]:
+        """The targets the entry expands into, from files alone; raises TargetProblem."""
 
 
 def label_versions(targets: Iterable[BackendTarget]) -> dict[BackendTarget, BackendTarget]:

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from runner.backends.base import BackendOptions, BackendRun
+from runner.backends.base import BackendOptions, BackendRun, Work
 from runner.backends.isolated import IsolatedBackend
 from runner.backends.ortnative.environments import install
 from runner.backends.ortnative.versions import NativeVersion
-from runner.backends.sequence import ScenarioPlan
 from runner.errors import EnvironmentUnusable
-from runner.matrix import Case
 from runner.scenario.values import ScenarioRun
-from runner.workload import Workload
 
 NAME = "ort-native"
 CHILD_FACTORY = "runner.backends.ortnative.ep:EpBackend"
@@ -64,19 +61,12 @@ class OrtNativeBackend:
     def environment(self) -> dict[str, Any]:
         return {"versions": self._environments}
 
-    def run(self, case: Case, workload: Workload) -> BackendRun:
-        exact = NativeVersion.parse(case.backend.version).exact
+    def run(self, work: Work) -> BackendRun | ScenarioRun:
+        exact = NativeVersion.parse(work.target.version).exact
         child = self._child(exact)
         if child is None:
-            return BackendRun("skipped", message=self._environments[exact]["unusable"])
-        return child.run(case, workload)
-
-    def run_scenario(self, plan: ScenarioPlan) -> ScenarioRun:
-        exact = NativeVersion.parse(plan.target.version).exact
-        child = self._child(exact)
-        if child is None:
-            return ScenarioRun("skipped", self._environments[exact]["unusable"])
-        return child.run_scenario(plan)
+            return work.unrun("skipped", self._environments[exact]["unusable"])
+        return child.run(work)
 
     def close(self) -> None:
         for child in self._children.values():

@@ -25,7 +25,15 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from runner.backends.base import BackendOptions, BackendRun, Timings, Trace, case_timeout
+from runner.backends.base import (
+    BackendOptions,
+    BackendRun,
+    ScenarioWork,
+    Timings,
+    Trace,
+    Work,
+    case_timeout,
+)
 from runner.backends.ortnative.faults import (
     CAPTURE_OPTION_DROPPED,
     GRAPHS_SHARE_INPUTS,
@@ -38,7 +46,6 @@ from runner.backends.ortnative.replays import (
     ort_log,
     replayed_graphs,
 )
-from runner.backends.sequence import ScenarioPlan
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
 from runner.oracle import compute_reference
@@ -181,7 +188,12 @@ class EpBackend:
     def close(self) -> None:
         self._sessions.clear()
 
-    def run(self, case: Case, workload: Workload) -> BackendRun:
+    def run(self, work: Work) -> BackendRun | ScenarioRun:
+        if isinstance(work, ScenarioWork):
+            return self._scenario(work)
+        return self._case(work.case, work.workload)
+
+    def _case(self, case: Case, workload: Workload) -> BackendRun:
         if case.sequence != self._sequence:  # earlier sequences' sessions go, as ort-web's do
             self._sequence = case.sequence
             self._sessions.clear()
@@ -201,7 +213,7 @@ class EpBackend:
         except Refused as refused:
             return BackendRun("capture-unsupported", message=str(refused))
 
-    def run_scenario(self, plan: ScenarioPlan) -> ScenarioRun:
+    def _scenario(self, plan: ScenarioWork) -> ScenarioRun:
         """A scenario's steps, each session with bindings of its own; never raises for its own
         failure. `release-graph` is onnxruntime's ``release_captured_graph`` (the next run of
         that graph binds and records anew); a rebinding the Python API refuses by design (a new
@@ -210,7 +222,7 @@ class EpBackend:
         session's ``location`` changes nothing."""
         workload, specs = plan.workload, {s.name: s for s in plan.scenario.sessions}
         faults = plan.inject | self.options.inject
-        deadline = time.perf_counter() + plan.timeout_s
+        deadline = time.perf_counter() + plan.timeout
         sessions: dict[str, NativeSession] = {}
         shared = Shared(workload, faults, lambda: sessions.values())
         details: dict[str, Any] = {"provider": self.provider}

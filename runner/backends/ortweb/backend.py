@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
-from runner.backends.base import BackendOptions, BackendRun, Timings, case_timeout
+from runner.backends.base import (
+    BackendOptions,
+    BackendRun,
+    ScenarioWork,
+    Timings,
+    Work,
+    case_timeout,
+)
 from runner.backends.ortweb import DESCRIPTOR, browser
 from runner.backends.ortweb.package import (
     BUILDS,
@@ -32,10 +39,9 @@ from runner.backends.ortweb.package import (
 )
 from runner.backends.ortweb.server import AssetServer
 from runner.backends.ortweb.trace import build_trace, call_counts
-from runner.backends.sequence import ScenarioPlan
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
-from runner.scenario.values import RELEASE_GRAPH, ScenarioRun, StepRun
+from runner.scenario.values import ScenarioRun, StepRun
 from runner.workload import Workload
 
 if TYPE_CHECKING:  # page.py imports playwright: at run time only once _start() found it
@@ -83,7 +89,12 @@ class OrtWebBackend:
             "browser_launch_ms": self.launch_ms,
         }
 
-    def run(self, case: Case, workload: Workload) -> BackendRun:
+    def run(self, work: Work) -> BackendRun | ScenarioRun:
+        if isinstance(work, ScenarioWork):
+            return self._scenario(work)
+        return self._case(work.case, work.workload)
+
+    def _case(self, case: Case, workload: Workload) -> BackendRun:
         from runner.backends.ortweb.page import CaseTimedOut, PageBroken
 
         details = _details(case.backend)
@@ -107,15 +118,12 @@ class OrtWebBackend:
             return BackendRun(status="error", message=str(broken), details=details)
         return _backend_run(result, workload, details, case)
 
-    def run_scenario(self, plan: ScenarioPlan) -> ScenarioRun:
+    def _scenario(self, plan: ScenarioWork) -> ScenarioRun:
         """A scenario's steps in the build's page (harness.js ``runScenario``)."""
         from runner.backends.ortweb.page import CaseTimedOut, PageBroken
 
         faults = sorted(plan.inject & DESCRIPTOR.faults.keys())
         details = {**_details(plan.target), **({"faults": faults} if faults else {})}
-        if any(step.action == RELEASE_GRAPH for step in plan.scenario.steps):
-            message = "onnxruntime-web has no API to release a captured graph (only a session)"
-            return ScenarioRun("skipped", message, details=details)
         page, status, message = self._page_for(plan.target, plan.workload)
         if page is None:
             return ScenarioRun(status, message, details=details)
@@ -126,7 +134,7 @@ class OrtWebBackend:
             return ScenarioRun("error", str(unknown), details=details)
         try:
             try:
-                result = page.scenario(spec, plan.timeout_s)
+                result = page.scenario(spec, plan.timeout)
             finally:
                 for path in registered:
                     self._server.unregister(path)
@@ -149,7 +157,7 @@ class OrtWebBackend:
             message = f"WebGPU device lost ({result['deviceLost']}): {message}"
         return ScenarioRun(result["status"], message, steps, details)
 
-    def _scenario_spec(self, plan: ScenarioPlan) -> tuple[dict[str, Any], list[str]]:
+    def _scenario_spec(self, plan: ScenarioWork) -> tuple[dict[str, Any], list[str]]:
         """What harness.js's ``runScenario`` needs, and the server paths registered for it."""
         scenario, workload = plan.scenario, plan.workload
         preallocated = any(s.outputs != "none" for s in scenario.sessions)

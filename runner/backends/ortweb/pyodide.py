@@ -1,4 +1,4 @@
-"""Pyodide, in which a repro bundle's page runs the suite's judge (``runner.repro.judging``):
+"""Pyodide, in which a repro bundle's page runs the suite's judge (``runner.scenario.bundled``):
 the page needs no second judge in JavaScript, and no Python on the reader's machine.
 
 By default the page imports Pyodide from the CDN that serves every npm version; ``--local``

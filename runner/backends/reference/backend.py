@@ -13,11 +13,9 @@ from typing import Any
 
 import onnxruntime as ort
 
-from runner.backends.base import BackendOptions, BackendRun, Diagnosis, Timings
-from runner.matrix import Case
+from runner.backends.base import BackendOptions, BackendRun, CaseWork, Diagnosis, Timings
 from runner.oracle import CpuSessions
 from runner.schedule import BASE
-from runner.workload import Workload
 
 
 def prepare_run(targets, say) -> dict[str, str | None]:
@@ -40,7 +38,9 @@ class ReferenceBackend:
     def environment(self) -> dict[str, Any]:
         return {"onnxruntime": ort.__version__, "providers": ["CPUExecutionProvider"]}
 
-    def run(self, case: Case, workload: Workload) -> BackendRun:
+    def run(self, work: CaseWork) -> BackendRun:
+        """A case (its descriptor lists no scenario steps: the step never hands it one)."""
+        case, workload = work.case, work.workload
         runs, times = [], []
         names = list(workload.output_names)
         try:

@@ -14,8 +14,15 @@ from typing import Any
 import wgpu
 import wgpu.backends.wgpu_native
 
-from runner.backends.base import BackendOptions, BackendRun, Timings, Trace, case_timeout
-from runner.backends.sequence import ScenarioPlan
+from runner.backends.base import (
+    BackendOptions,
+    BackendRun,
+    ScenarioWork,
+    Timings,
+    Trace,
+    Work,
+    case_timeout,
+)
 from runner.backends.wgpu.device import Device, adapter_environment, digest
 from runner.backends.wgpu.executor import Capture, Session
 from runner.backends.wgpu.faults import CAPTURE_FALLS_BACK_TO_EAGER, Faults
@@ -52,7 +59,12 @@ class WgpuBackend:
             "faults": sorted(Faults.of(self.options.inject).names),
         }
 
-    def run(self, case: Case, workload: Workload) -> BackendRun:
+    def run(self, work: Work) -> BackendRun | ScenarioRun:
+        if isinstance(work, ScenarioWork):
+            return self._scenario(work)
+        return self._case(work.case, work.workload)
+
+    def _case(self, case: Case, workload: Workload) -> BackendRun:
         with logged_errors() as errors:
             try:
                 return self._run(case, workload, errors)
@@ -67,7 +79,7 @@ class WgpuBackend:
                 trace = Trace(errors=tuple(errors))
                 return BackendRun("error", message=f"{type(error).__name__}: {error}", trace=trace)
 
-    def run_scenario(self, plan: ScenarioPlan) -> ScenarioRun:
+    def _scenario(self, plan: ScenarioWork) -> ScenarioRun:
         """A scenario's steps on the device (``scenario``); never raises for its own failure."""
         device = self._device(self.options.adapter or plan.target.adapter)
         with logged_errors():

@@ -3,7 +3,7 @@
 A repro bundle holds this file as ``repro.py``. ``repro.json`` beside it lists the sessions in
 the order the suite ran them (``steps``) and each model with every run's inputs and onnxruntime
 CPU's outputs for them (``workloads``: ``variants``, and ``schedule``, each run's graph and
-inputs); the last step is judged by the suite's own judge (``runner.repro.judging``). A
+inputs); the last step is judged by the suite's own judge (``runner.scenario.bundled``). A
 scenario's bundle holds its steps instead (``scenario``), which the suite's scenario runner
 replays and its scenario judging judges, naming the first failing step.
 
@@ -33,7 +33,7 @@ from runner.backends.wgpu.kvcache import DeviceKvCache
 from runner.backends.wgpu.prepare import prepare
 from runner.backends.wgpu.scenario import run_steps
 from runner.compare import NUMPY
-from runner.repro.judging import MAIN, BundledScenario, judge_scenario, judge_steps
+from runner.scenario.bundled import MAIN, BundledScenario, judge_scenario, judge_steps
 from runner.schedule import Feed
 from runner.suite.scenarios import ScenarioSession
 from runner.suite.spec import BufferModes

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
-from runner.backends.sequence import ScenarioPlan
+from runner.backends.base import ScenarioWork
 from runner.backends.wgpu.device import Device
 from runner.backends.wgpu.executor import Capture, Session
 from runner.backends.wgpu.faults import CAPTURE_FALLS_BACK_TO_EAGER, Faults
@@ -32,11 +32,11 @@ from runner.suite.spec import BufferModes
 from runner.workload import Workload
 
 
-def run_scenario(device: Device, plan: ScenarioPlan, faults: Faults) -> ScenarioRun:
+def run_scenario(device: Device, plan: ScenarioWork, faults: Faults) -> ScenarioRun:
     scenario = plan.scenario
     sessions = {s.name: s for s in scenario.sessions}
     return run_steps(
-        device, plan.workload, sessions, scenario.steps, plan.feeds, faults, plan.timeout_s
+        device, plan.workload, sessions, scenario.steps, plan.feeds, faults, plan.timeout
     )
 
 

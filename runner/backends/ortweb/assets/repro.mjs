@@ -6,7 +6,7 @@
 // (its workload's `deviceCache`) runs its loop as the suite's page does, through the feeding both
 // pages share (feeds.mjs): its prefill outside capture, then decode steps fed only token and mask
 // that read the KV caches the device wrote. The last step is judged by the suite's own judge, in
-// Python: Pyodide runs the bundle's judge/ (runner/repro/judging.py), which asks this script to
+// Python: Pyodide runs the bundle's judge/ (runner/scenario/bundled.py), which asks this script to
 // compare tensors (`compareOutputs`).
 // A scenario's bundle holds its steps instead ("scenario"): scenario.mjs, which the suite's
 // page runs them with too, replays them, and the judge names the first failing step.
@@ -330,7 +330,7 @@ const tensorsOf = async (entries) => Object.fromEntries(
   await Promise.all(entries.map(async (spec) => [spec.name, await tensorFile(spec)])));
 
 /** The suite's judge on the steps' results: Pyodide runs the bundle's judge/ (its Python
- * files, runner/repro/judging.py's `judge_page`), which holds every tensor as an index into
+ * files, runner/scenario/bundled.py's `judge_page`), which holds every tensor as an index into
  * `table` and asks `compareOutputs` and `firstDifference` about them. */
 const judgeSteps = async (manifest, results) => {
   const {loadPyodide} = await import(`${PYODIDE_URL}pyodide.mjs`);
@@ -353,7 +353,7 @@ const judgeSteps = async (manifest, results) => {
   const reported = manifest.scenario
     ? {...results, steps: results.steps.map((s) => (s.outputs ? {...s, outputs: hold(s.outputs)} : s))}
     : results.map((r) => (r.status === 'ok' ? {...r, runs: r.runs.map(hold)} : r));
-  const judgePage = pyodide.pyimport('runner.repro.judging').judge_page;
+  const judgePage = pyodide.pyimport('runner.scenario.bundled').judge_page;
   return JSON.parse(judgePage(
     JSON.stringify(manifest), JSON.stringify(reported), JSON.stringify(references),
     (a, b, abs, rel, exact) => JSON.stringify(compareOutputs(table[a], table[b], {abs, rel}, exact)),

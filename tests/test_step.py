@@ -1,16 +1,18 @@
-"""The case step: a case judged on what its sequence ran before it, skipped before any backend
-is asked, and recorded; on real wgpu (lavapipe here) with onnxruntime CPU as the oracle."""
+"""The step (``runner.step``): a case judged on what its sequence ran before it, skipped before
+any backend is asked, and recorded; on real wgpu (lavapipe here) with onnxruntime CPU as the
+oracle."""
 
 from __future__ import annotations
 
 import pytest
 
+from runner.backends import REGISTRY
 from runner.backends.base import BackendOptions, BackendTarget
 from runner.backends.wgpu.backend import WgpuBackend
-from runner.casestep import CaseStep
 from runner.matrix import expand_matrix, select_cases
 from runner.oracle import ReferenceCache
 from runner.skips import SKIP_PLATFORM
+from runner.step import Step
 from runner.suite import load_suite
 from tests.test_optests import example_cases
 
@@ -25,7 +27,7 @@ CANARY = "stale-cache/batch=1,sequence=12/layout={}/wgpu/{}"
 def stale_cache():
     """The stale-layout canary's sequence on wgpu: base eager, capture, then eps-1e-2's, whose
     capture replays the base capture (the fault ``shape-only-capture-cache``)."""
-    cases = expand_matrix([load_suite(REPO / "suites" / "canaries.yaml")])
+    cases = expand_matrix([load_suite(REPO / "suites" / "canaries.yaml", REGISTRY)])
     return {c.id: c for c in select_cases(cases, ["model=stale-cache", "backend=wgpu"])}
 
 
@@ -37,11 +39,13 @@ def test_a_capture_is_judged_against_what_its_sequence_ran_before_it(stale_cache
     ]
     backend = WgpuBackend(BackendOptions())
     try:
-        step = CaseStep(ReferenceCache(None).references, runs=3)
+        step = Step(ReferenceCache(None).references, BackendOptions(runs=3))
         stepped = [step.run(stale_cache[case_id], backend) for case_id in ids]
         # eps-1e-2's capture stepped again, in a step that saw nothing before it: the backend
         # replays the same stale capture, but no earlier layout's reference can explain it
-        alone = CaseStep(ReferenceCache(None).references, runs=3).run(stale_cache[ids[-1]], backend)
+        alone = Step(ReferenceCache(None).references, BackendOptions(runs=3)).run(
+            stale_cache[ids[-1]], backend
+        )
     finally:
         backend.close()
     assert [s.judgement.verdict for s in stepped] == ["pass", "pass", "pass", "stale-layout"]
@@ -63,7 +67,7 @@ def test_a_case_that_cannot_run_here_is_skipped_before_the_backend_is_asked():
     )
     backend = WgpuBackend(BackendOptions())
     try:
-        stepped = CaseStep(ReferenceCache(None).references, runs=3).run(case, backend)
+        stepped = Step(ReferenceCache(None).references, BackendOptions(runs=3)).run(case, backend)
     finally:
         backend.close()
     assert stepped.run.status == "skipped" and stepped.run.timings.runs == 0

@@ -42,8 +42,7 @@ PAGE_MODULES = (
     "runner/scenario/__init__.py",
     "runner/scenario/values.py",
     "runner/scenario/judging.py",
-    "runner/repro/__init__.py",
-    "runner/repro/judging.py",
+    "runner/scenario/bundled.py",
 )
 
 MAIN = "main"  # the workload of the case (or scenario) itself

@@ -1,0 +1,238 @@
+"""The step every unit of work goes through: a matrix case or a scenario, from selected to
+judged and recorded. It decides the skip (``runner.skips``, once, here), materializes the
+workload, asks onnxruntime CPU for references, hands the backend its work through its one entry
+point (``Backend.run``), builds the judge's ``Evidence`` (a case's here; a scenario's session by
+session in ``runner.scenario.judging``), judges, localizes when asked, and makes the stored
+result.
+
+Every path that judges steps here: the run (``runner.pipeline``, which ``bisect`` probes
+through), explore's examples, repro's reruns of cut models and of scenarios, and the benchmarks;
+so a unit is judged on the same evidence however it runs. A case is a scenario's simplest form:
+one session, run ``runs`` times; the cases of one layout-change sequence step in matrix order
+through one ``Step``, which keeps what the later ones are judged against (the eager and dynamic
+twins' runs, the references of layouts captured earlier, and those captures, which localization
+replays first). A unit the oracle cannot run still runs where the judge can do without a
+reference (a case); a scenario, judged run by run against the CPU, fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from runner.backends.base import Backend, BackendOptions, BackendRun, CaseWork, ScenarioWork
+from runner.compare import NUMPY
+from runner.history import CaseResult
+from runner.history.record import result_id
+from runner.judge import Evidence, Judgement, Twin, judge
+from runner.localize import LOCALIZED_VERDICTS, first_divergent_node
+from runner.matrix import Case, ScenarioTarget
+from runner.measure import Tolerance
+from runner.oracle import References
+from runner.scenario.judging import ScenarioJudged, judge_steps
+from runner.scenario.values import ScenarioRun
+from runner.schedule import Feed
+from runner.skips import scenario_skip_reason, skip_reason
+from runner.suite.scenarios import Scenario
+from runner.workload import Workload, materialize
+from runner.workload.optest import expected_outputs
+
+# onnxruntime CPU's outputs for every input variant of a workload; raises what onnxruntime
+# raises when it cannot run the model (``runner.oracle.ReferenceCache.references``).
+Oracle = Callable[[Workload], References]
+
+SCENARIO_MODE = "scenario"  # a scenario result's `capture`: its sessions say which capture
+
+Unit = Case | ScenarioTarget
+
+
+@dataclass(frozen=True)
+class Stepped:
+    """What one unit's step found: enough for its stored result, for explore's shrinking and
+    for repro's bundle."""
+
+    case: Case  # a scenario's: the case its sessions share (model, shape, target, tolerance)
+    run: BackendRun | ScenarioRun  # what the backend reported; a skip or failed build says why
+    judgement: Judgement
+    wall_ms: float  # the whole step: materialize ... localize
+    references: References = field(default_factory=dict)  # {}: none
+    no_reference: str = ""  # why the oracle gave none, when it could not run the case
+    divergent_node: dict[str, Any] | None = None
+    workload: Workload | None = None  # None: never materialized
+    scenario: ScenarioTarget | None = None  # None: a matrix case
+    failing_step: int | None = None  # a scenario's step that did not pass (index); else None
+    feeds: tuple[Feed | None, ...] = ()  # a scenario's, per step: a run's graph and inputs
+
+    @property
+    def model_digest(self) -> str | None:
+        return self.workload.model_digest if self.workload else None
+
+    def result(self, run_id: str) -> CaseResult:
+        """The record the stores keep; a scenario's under the id ``scenario=NAME/BACKEND``, its
+        message starting with the failing step."""
+        result = CaseResult.of(
+            run_id,
+            self.case,
+            self.run
+            if isinstance(self.run, BackendRun)
+            else BackendRun(self.run.status, message=self.run.message),
+            self.judgement,
+            self.divergent_node,
+            wall_ms=self.wall_ms,
+            model_digest=self.model_digest,
+        )
+        if self.scenario is None:
+            return result
+        return dataclasses.replace(
+            result,
+            result_id=result_id(run_id, self.scenario.id),
+            case_id=self.scenario.id,
+            capture=SCENARIO_MODE,
+            suite_line=self.scenario.scenario.line,
+            trace={"steps": len(self.run.steps), **self.run.details},
+        )
+
+
+class Step:
+    """Steps units one after another, remembering within each layout-change sequence what the
+    judge and localization look back at; a unit of another sequence starts afresh."""
+
+    def __init__(self, oracle: Oracle, options: BackendOptions, localize: bool = False):
+        self._oracle = oracle
+        self._options = options
+        self._localize = localize
+        self._sequence: tuple | None = None
+        self._twins: dict[tuple[str, str], Twin] = {}  # (cell, mode) -> its eager/dynamic run
+        self._layouts: dict[str, tuple[str, References]] = {}  # workload key -> (layout, refs)
+        self._captured: list[tuple[Case, Workload]] = []  # capture cases so far, in order
+
+    def run(self, unit: Unit, backend: Backend, workload: Workload | None = None) -> Stepped:
+        """`unit` on `backend`, its workload materialized unless given (repro's cut models);
+        never raises for the unit's own failure."""
+        if isinstance(unit, ScenarioTarget):
+            self._sequence = None
+            return self._scenario(unit, backend)
+        return self._case(unit, backend, workload)
+
+    def _case(self, case: Case, backend: Backend, workload: Workload | None) -> Stepped:
+        if case.sequence != self._sequence:
+            self._sequence, self._twins, self._layouts, self._captured = case.sequence, {}, {}, []
+        began = time.perf_counter()
+        expected = None
+        try:
+            skip = skip_reason(case)
+            if skip:
+                return _unrun(case, BackendRun(status="skipped", message=skip), began)
+            if workload is None:
+                workload = materialize(case, self._options.runs)
+            if case.model.op_test is not None:
+                expected = expected_outputs(case.model.op_test)
+        except Exception as exc:  # a model or input that cannot be built fails this case only
+            return _unrun(case, _failed_run(exc), began)
+        references, no_reference = self._references(workload)
+        run = backend.run(CaseWork(case, workload))
+        feeds = workload.feeds(self._options.runs)
+        judgement = judge(
+            Evidence(
+                case,
+                run,
+                references,
+                feeds=feeds,
+                eager=self._twins.get((case.cell, "eager")) if case.capture else None,
+                dynamic=None if case.dynamic else self._twins.get((case.cell, "dynamic")),
+                earlier=self._earlier(workload) if case.capture else (),
+                no_reference=no_reference,
+                expected=expected,
+            )
+        )
+        divergent = None
+        if self._localize and judgement.verdicts & LOCALIZED_VERDICTS:
+            divergent = _localize(backend, case, workload, judgement.verdicts, self._captured)
+        if case.capture:
+            if references:
+                self._layouts.setdefault(workload.key, (case.layout.label, references))
+            self._captured.append((case, workload))
+        else:
+            self._twins[case.cell, case.mode] = Twin(run, feeds)
+        return Stepped(
+            case, run, judgement, _ms_since(began), references, no_reference, divergent, workload
+        )
+
+    def _scenario(self, item: ScenarioTarget, backend: Backend) -> Stepped:
+        began = time.perf_counter()
+        case = item.as_case(self._options.inject)
+        feeds = item.scenario.feeds()
+        references, run, workload = {}, ScenarioRun(), None
+        skip = scenario_skip_reason(item)
+        if skip:
+            run = ScenarioRun("skipped", skip)
+        else:
+            try:
+                workload = materialize(case, schedule=tuple(f for f in feeds if f is not None))
+                references = self._oracle(workload)
+            except Exception as exc:  # a model or reference that cannot be built fails it
+                run = ScenarioRun("error", f"{type(exc).__name__}: {exc}")
+        if run.status == "ok":
+            timeout = self._options.timeout_s or item.suite.timeout_s
+            work = ScenarioWork(
+                item.scenario, item.target, workload, feeds, self._options.inject, timeout
+            )
+            run = backend.run(work)
+        judged = judge_steps(
+            judged_scenario(item.scenario, item.tolerance), run, feeds, references, NUMPY
+        )
+        return Stepped(
+            case,
+            run,
+            judged.judgement,
+            _ms_since(began),
+            references,
+            workload=workload,
+            scenario=item,
+            failing_step=judged.step if judged.failing else None,
+            feeds=feeds,
+        )
+
+    def _references(self, workload: Workload) -> tuple[References, str]:
+        """The oracle's references, or none and why: the judges that need none still judge."""
+        try:
+            return self._oracle(workload), ""
+        except Exception as exc:  # onnxruntime CPU refused the model
+            return {}, f"onnxruntime CPU refused the case ({type(exc).__name__}: {exc})"
+
+    def _earlier(self, workload: Workload) -> tuple[tuple[str, Mapping], ...]:
+        """The references of the other layouts captured so far, first captured first."""
+        return tuple(v for k, v in self._layouts.items() if k != workload.key)
+
+
+def judged_scenario(scenario: Scenario, tolerance: Tolerance) -> ScenarioJudged:
+    """What the judge reads of `scenario`."""
+    return ScenarioJudged(
+        scenario.steps,
+        {s.name: s.capture for s in scenario.sessions},
+        scenario.expectation.expect,
+        tolerance,
+    )
+
+
+def _unrun(case: Case, why: BackendRun, began: float) -> Stepped:
+    """A case the backend is not asked to run at all, judged on why."""
+    return Stepped(case, why, judge(Evidence(case, why, {})), _ms_since(began))
+
+
+def _failed_run(exc: Exception) -> BackendRun:
+    return BackendRun(status="error", message=f"{type(exc).__name__}: {exc}")
+
+
+def _ms_since(began: float) -> float:
+    return (time.perf_counter() - began) * 1000
+
+
+def _localize(backend, case, workload, verdicts, prefix) -> dict[str, Any] | None:
+    try:
+        return first_divergent_node(backend, case, workload, verdicts, list(prefix))
+    except Exception as exc:  # localization is a diagnosis: its failure must not cost the result
+        return {"error": f"{type(exc).__name__}: {exc}"}
