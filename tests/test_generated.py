@@ -172,7 +172,7 @@ def _explore(tmp_path: Path, *args: str, budget: str = "60s") -> tuple[int, str]
 @pytest.mark.parametrize(
     ("fault", "verdict", "most_nodes"),
     [
-        ("program-key-without-attribute", "reference-mismatch", 4),
+        ("program-key-without-attribute", "reference-mismatch", 3),
         ("program-key-without-rank", "reference-mismatch", 3),
         ("shape-only-capture-cache", "stale-layout", 1),
     ],

@@ -127,6 +127,11 @@ class BackendOptions:
     inject: frozenset[str] = frozenset()  # run-wide faults; the pipeline adds them to Case.inject
     adapter: str | None = None  # wgpu: adapter name or backend type
     chromium: str | None = None  # ort-web: browser executable
+    # Each layout-change sequence on a device of its own (ort-web: a page loaded for it), so
+    # that what it gives depends on its own cases only: explore's examples. A run keeps one
+    # page per build across sequences, which makes many suites fast (wgpu opens a device per
+    # sequence anyway: it costs milliseconds there).
+    fresh_sequences: bool = False
 
 
 @dataclass(frozen=True)

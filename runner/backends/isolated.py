@@ -3,8 +3,9 @@
 wgpu-native aborts the whole process on a Rust panic; inside a child process that is a dead
 child: the case is recorded as `error` with the exit status, a fresh child (a fresh device)
 takes the next case, and every earlier result stays. A child that does not answer within the
-case's timeout is killed the same way. Within one child, cases share one device, so stale
-bindings between the layouts of a sequence stay observable. The child boots in the background:
+case's timeout is killed the same way. Within one child, the cases of a layout-change sequence
+share one device (wgpu's backend opens one per sequence), so stale bindings between its layouts
+stay observable. The child boots in the background:
 opening the backend returns at once, and its first call waits for the boot.
 """
 

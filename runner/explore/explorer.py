@@ -20,6 +20,7 @@ failing step where the cut scenario fails alike.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -137,10 +138,10 @@ class _Examiner:
         """A drawn model's cases: run once, judged; raises when one fails, rejects the example
         when it is discarded (learning an op the target lacks)."""
         now = self._on_time()
-        if set(explored.generated.ops) & self.lacking.keys():
-            reject()
         fresh = explored.digest not in self.outcomes
         if fresh:
+            if set(explored.generated.ops) & self.lacking.keys():
+                reject()  # not run; an example run before keeps its outcome
             ran = run_cases(explored, self.backend, self.oracle, self.request.options)
             self.examples += 1
             self.steps += len(ran.stepped)
@@ -180,7 +181,7 @@ class _Examiner:
         self.lacking[op] = why
         path = lacking_file(self.request.space.target)
         known = json.loads(path.read_text()) if path.is_file() else {}
-        write_atomic(path, json.dumps({**known, op: why}, indent=1, sort_keys=True))
+        write_atomic(path, json.dumps({**known, op: why}, indent=1, sort_keys=True).encode())
         self.say(f"{self.request.space.target.id} lacks {op} ({why}): no longer drawn")
 
     def outcome(self, explored: ExploredModel, scenario: Scenario) -> Failure | None:
@@ -243,7 +244,8 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         space, options.inject, request.databases or cache_root() / "explore"
     )
     began = time.monotonic()
-    backend = open_backend(target.name, options)
+    # every example on a device (a page) of its own: its verdict is its own, as Hypothesis needs
+    backend = open_backend(target.name, dataclasses.replace(options, fresh_sequences=True))
     try:
         say(f"opened {target.id} in {time.monotonic() - began:.1f} s; exploring")
         examine = _Examiner(request, backend, say)

@@ -108,8 +108,9 @@ class Found:
 
     @property
     def size(self) -> str:
-        """How big it is: ``3 steps``, ``2 nodes``."""
-        return f"{self.failure.size} {self.failure.unit}"
+        """How big it is: ``3 steps``, ``1 node``."""
+        size, unit = self.failure.size, self.failure.unit
+        return f"{size} {unit.removesuffix('s') if size == 1 else unit}"
 
 
 def signature(scenario: Scenario) -> tuple:

@@ -203,6 +203,106 @@ def _layer_norm(draw, g: _Graph) -> None:
     g.add("LayerNormalization", [x.name, scale, bias], FLOAT, x.shape, axis=-1, epsilon=epsilon)
 
 
+def _concat(draw, g: _Graph) -> None:
+    a = g.operand(draw)
+    axis = draw(st.integers(-len(a.shape), len(a.shape) - 1), label="axis")
+    other = list(a.shape)
+    other[axis] = draw(DIMS, label="dim")
+    b = g.constant(_weights(draw, tuple(other)))
+    shape = list(a.shape)
+    shape[axis] += other[axis]
+    g.add("Concat", [a.name, b], FLOAT, shape, axis=axis)
+
+
+def _slice(draw, g: _Graph) -> None:
+    x = g.operand(draw)
+    axis = draw(st.integers(0, len(x.shape) - 1), label="axis")
+    step = draw(st.sampled_from((1, 2, -1)), label="step")
+    dim = x.shape[axis]
+    start = draw(st.integers(0, dim - 1), label="start")
+    end = draw(st.integers(start + 1, dim), label="end") if step > 0 else -dim - 1
+    kept = len(range(*slice(start, end, step).indices(dim)))
+    shape = [kept if i == axis else d for i, d in enumerate(x.shape)]
+    ints = [g.constant(np.array([v], np.int64)) for v in (start, end, axis, step)]
+    g.add("Slice", [x.name, *ints], FLOAT, shape)
+
+
+def _gather(draw, g: _Graph) -> None:
+    x = g.operand(draw)
+    axis = draw(st.integers(0, len(x.shape) - 1), label="axis")
+    count = draw(st.integers(1, 4), label="indices")
+    indices = draw(st.lists(st.integers(0, x.shape[axis] - 1), min_size=count, max_size=count))
+    shape = (*x.shape[:axis], count, *x.shape[axis + 1 :])
+    g.add("Gather", [x.name, g.constant(np.array(indices, np.int64))], FLOAT, shape, axis=axis)
+
+
+def _expand(draw, g: _Graph) -> None:
+    x = g.operand(draw, max_rank=3)
+    lead = draw(st.integers(0, 1), label="new dims")
+    shape = [draw(DIMS, label="dim") for _ in range(lead)]
+    shape += [draw(DIMS, label="dim") if d == 1 else d for d in x.shape]
+    g.add("Expand", [x.name, g.constant(np.array(shape, np.int64))], FLOAT, shape)
+
+
+def _where(draw, g: _Graph) -> None:
+    x = g.operand(draw)
+    positive = g.add("Greater", [x.name, g.constant(np.float32(0.0))], BOOL, x.shape)
+    other = g.constant(_weights(draw, x.shape))
+    g.add("Where", [positive.name, x.name, other], FLOAT, x.shape)
+
+
+def _reshape(draw, g: _Graph) -> None:
+    x = g.operand(draw)
+    if len(x.shape) > 1 and draw(st.booleans(), label="merge"):
+        shape = [x.shape[0] * x.shape[1], *x.shape[2:]]  # the first two dims as one
+    else:
+        shape = [1, *x.shape]  # a leading unit dim
+    g.add("Reshape", [x.name, g.constant(np.array(shape, np.int64))], FLOAT, shape)
+
+
+def _spatial(draw, g: _Graph, channels_from_weights: bool = False):
+    """An NCHW operand and the drawn window: kernel, strides, pads, dilations, output dims."""
+    x = g.operand(draw, min_rank=4, max_rank=4)
+    kernel = [draw(st.integers(1, min(3, d)), label="kernel") for d in x.shape[2:]]
+    strides = [draw(st.integers(1, 2), label="stride") for _ in kernel]
+    pads = [draw(st.integers(0, k - 1), label="pad") for k in kernel] * 2
+    dilations = [1, 1]
+    if channels_from_weights:
+        dilations = [
+            draw(st.integers(1, 2), label="dilation") if (k - 1) * 2 < d else 1
+            for k, d in zip(kernel, x.shape[2:], strict=True)
+        ]
+    out = [
+        (d + pads[i] + pads[i + 2] - dilations[i] * (k - 1) - 1) // strides[i] + 1
+        for i, (d, k) in enumerate(zip(x.shape[2:], kernel, strict=True))
+    ]
+    return x, kernel, strides, pads, dilations, out
+
+
+def _conv(draw, g: _Graph) -> None:
+    x, kernel, strides, pads, dilations, out = _spatial(draw, g, channels_from_weights=True)
+    channels = x.shape[1]
+    group = draw(st.sampled_from([d for d in (1, channels) if channels % d == 0]), label="group")
+    filters = group * draw(st.integers(1, 2), label="filters per group")
+    weights = g.constant(_weights(draw, (filters, channels // group, *kernel)))
+    inputs = [x.name, weights]
+    if draw(st.booleans(), label="bias"):
+        inputs.append(g.constant(_weights(draw, (filters,))))
+    g.reduction = max(g.reduction, channels // group * math.prod(kernel))
+    attributes = {"kernel_shape": kernel, "strides": strides, "pads": pads, "group": group}
+    g.add("Conv", inputs, FLOAT, (x.shape[0], filters, *out), dilations=dilations, **attributes)
+
+
+def _pool(op: str) -> Callable:
+    def build(draw, g: _Graph) -> None:
+        x, kernel, strides, pads, _, out = _spatial(draw, g)
+        g.reduction = max(g.reduction, math.prod(kernel))
+        g.add(op, [x.name], FLOAT, (*x.shape[:2], *out), kernel_shape=kernel, strides=strides)
+        g.nodes[-1].attribute.append(helper.make_attribute("pads", pads))
+
+    return build
+
+
 # The vocabulary, simplest first (Hypothesis shrinks towards the first): op -> its builder.
 # Every op runs on wgpu's GPU path; what a target lacks is learned and no longer drawn.
 OPS: dict[str, Callable] = {
@@ -223,6 +323,15 @@ OPS: dict[str, Callable] = {
     "MatMul": _matmul,
     "Gemm": _gemm,
     "LayerNormalization": _layer_norm,
+    "Concat": _concat,
+    "Slice": _slice,
+    "Gather": _gather,
+    "Expand": _expand,
+    "Where": _where,
+    "Reshape": _reshape,
+    "Conv": _conv,
+    "MaxPool": _pool("MaxPool"),
+    "AveragePool": _pool("AveragePool"),
 }
 
 

@@ -107,7 +107,8 @@ class OrtWebBackend:
             return BackendRun(status="error", message=str(unknown), details=details)
         try:
             try:
-                result = page.run(spec, case_timeout(case, self.options), sequence=case.sequence)
+                timeout, fresh = case_timeout(case, self.options), self.options.fresh_sequences
+                result = page.run(spec, timeout, sequence=case.sequence, fresh=fresh)
             finally:
                 for path in registered:
                     self._server.unregister(path)

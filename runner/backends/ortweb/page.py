@@ -61,13 +61,18 @@ class BundlePage:
             and not self._page.is_closed()
         )
 
-    def run(self, spec: dict[str, Any], timeout_s: float, sequence: Any) -> dict[str, Any]:
+    def run(
+        self, spec: dict[str, Any], timeout_s: float, sequence: Any, fresh: bool = False
+    ) -> dict[str, Any]:
         """Run one case; returns harness.js's result, or raises CaseTimedOut or PageBroken.
 
         The case's session is released after it unless the spec's ``keepSession`` says a later
         revisit of its layout-change ``sequence`` runs it again; the first case of another
-        sequence releases any kept session whose revisit did not come.
+        sequence releases any kept session whose revisit did not come, and with `fresh` runs in
+        a page loaded for its sequence (nothing an earlier sequence compiled or left remains).
         """
+        if fresh and self._ran and sequence != self.sequence:
+            self.close()
         spec = {**spec, "newSequence": sequence != self.sequence}
         self.sequence = sequence
         return self._evaluate("harness.run", spec, timeout_s)
