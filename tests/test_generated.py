@@ -6,6 +6,8 @@ input refused."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -150,7 +152,7 @@ def test_the_program_key_faults_fire_on_their_twins_and_are_quiet_on_a_clean_run
     assert _max_error(relus, relu_feeds, attribute) == 0.0  # the label holds the rank
 
 
-def _explore(tmp_path: Path, *args: str, budget: str = "60s") -> tuple[int, str]:
+def _explore(tmp_path: Path, *args: str, budget: str = "40s") -> tuple[int, str]:
     done = regress(
         "explore",
         "--models",
@@ -196,7 +198,7 @@ def test_explore_finds_each_program_key_canary_shrunk_and_reproducible(
 
 @pytest.mark.gpu
 def test_a_clean_explore_finds_nothing(tmp_path):
-    code, printed = _explore(tmp_path, "--seed", "3", budget="30s")
+    code, printed = _explore(tmp_path, "--seed", "3", budget="20s")
     assert code == 0, printed
     assert "nothing found" in printed
     assert not list((tmp_path / "found").glob("*.yaml"))
@@ -254,3 +256,19 @@ def test_the_learned_file_is_per_target_and_version(tmp_path, monkeypatch):
     path.write_text(json.dumps({"Erf": "capture refused: a CPU fallback"}))
     assert learned_lacking(target) == {"Erf": "capture refused: a CPU fallback"}
     assert learned_lacking(BackendTarget("ort-web", "webgpu", version="1.29.0")) == {}
+
+
+@pytest.mark.gpu
+def test_the_bench_measures_wgpu_and_says_what_the_draw_covered():
+    bench = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "generated.py"), "--models", "8", "--seed", "2"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
+    assert bench.returncode == 0, bench.stderr
+    [row] = [line for line in bench.stdout.splitlines() if line.startswith("| `wgpu`")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "8" and float(cells[3]) > 0  # models, models per second
+    assert "| op | nodes | attribute values |" in bench.stdout

@@ -1,14 +1,16 @@
-"""``explore``: drawn scenarios on one backend target, for a time budget, minimal ones written.
+"""``explore``: drawn examples on one backend target, for a time budget, minimal ones written.
 
-The backend is opened once (one browser page per build for ort-web) and every example runs
-through the step (``runner.step``) and the judge. Hypothesis runs the state
-machine (``machine``) in passes: a pass ends when Hypothesis has shrunk what it found, and the
+An example is a scenario over one of the source's models (``machine``'s state machine), or a
+model the source draws itself, judged as its suite's cases are (``cases``; ``generated``). The
+backend is opened once (one browser for ort-web), every example on a device (a page) of its own,
+and every example runs through the step (``runner.step``) and the judge. Hypothesis runs in
+passes: a pass ends when Hypothesis has shrunk what it found, and the
 next one treats those kinds of failure as known, so nothing is found twice in one explore. Its
 example database lives in the cache folder, per target and faults, so a rerun replays known
 failures first. Hypothesis has no time limit of its own: the budget is checked before each
 example, which raises ``BudgetSpent`` (not an ``Exception``, so Hypothesis lets it through)
 once it is spent; a failure seen before then may overrun it to shrink (``_Examiner.grace``), and
-is written as the smallest failing scenario seen when even that runs out.
+is written as the smallest failing example seen when even that runs out.
 
 Where a scenario costs seconds (ort-web: a page each), shrinking is most of the work, so a pass
 runs each distinct scenario once (Hypothesis replays examples while it shrinks), leaves out
@@ -78,10 +80,10 @@ class BudgetSpent(Interruption):
     """Raised before an example once the budget is spent."""
 
 
-class ScenariosSkipped(Interruption):
-    """Raised when the backend skips a scenario: it draws only the steps the backend runs, so a
-    skip says the machine cannot run scenarios there (ort-native without its GPU device), and
-    every later one would be skipped too."""
+class ExamplesSkipped(Interruption):
+    """Raised when the backend skips an example: it draws only the steps the backend runs, so a
+    skip says the machine cannot run them there (ort-native without its GPU device), and every
+    later one would be skipped too."""
 
 
 @dataclass(frozen=True)
@@ -145,13 +147,16 @@ class _Examiner:
             ran = run_cases(explored, self.backend, self.oracle, self.request.options)
             self.examples += 1
             self.steps += len(ran.stepped)
-            failing = ran.failing
+            skipped = [s for s in ran.stepped if s.judgement.verdict == "skipped"]
+            if skipped:
+                raise ExamplesSkipped(skipped[0].judgement.message)
             if ran.discarded:
                 self.outcomes[explored.digest] = ran.discarded
                 if ran.lacking and ran.lacking[0] not in self.lacking:
                     self._learn(*ran.lacking)
             else:
-                failure = failing and ModelFailure(explored, failing, ran.stepped)
+                failing = ran.failing
+                failure = ModelFailure(explored, failing, ran.stepped) if failing else None
                 self.outcomes[explored.digest] = failure
         outcome = self.outcomes[explored.digest]
         if isinstance(outcome, str):
@@ -195,7 +200,7 @@ class _Examiner:
             self.examples += 1
             self.steps += len(scenario.steps)
             if stepped.judgement.verdict == "skipped":
-                raise ScenariosSkipped(stepped.judgement.message)
+                raise ExamplesSkipped(stepped.judgement.message)
             failing = stepped.failing_step is not None
             self.outcomes[key] = Failure(explored, scenario, stepped) if failing else None
         return self.outcomes[key]
@@ -229,9 +234,14 @@ class _Examiner:
         pace = (time.monotonic() - self.began) / max(1, self.examples)
         return max(GRACE_MIN_S, SHRINK_GRACE * self.request.budget_s, SHRINK_EXAMPLES * pace)
 
+    @property
+    def parts(self) -> str:
+        """What an example is made of: a scenario's steps, a drawn model's cases."""
+        return "steps" if self.request.space.source.draws == "scenarios" else "cases"
+
     def progress(self) -> str:
         return (
-            f"explore: {self.examples} examples, {self.steps} steps in "
+            f"explore: {self.examples} examples, {self.steps} {self.parts} in "
             f"{time.monotonic() - self.began:.0f} s; {len(self.shortest)} failure kind(s) so far"
         )
 
@@ -259,10 +269,10 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
             pass_seed = None if request.seed is None else request.seed + pass_number - 1
             try:
                 spent = _run_pass(_examples(space, examine, pass_seed), database)
-            except ScenariosSkipped as skipped:
+            except ExamplesSkipped as skipped:
                 raise EnvironmentUnusable(
-                    f"{target.id} skips scenarios on this machine, so explore has nothing to "
-                    f"draw: {skipped}"
+                    f"{target.id} skips {space.source.draws} on this machine, so explore has "
+                    f"nothing to draw: {skipped}"
                 ) from None
             for kind in examine.pending:
                 examine.known.add(kind)

@@ -35,7 +35,7 @@ FILTER_KEYS = ("model", "suite")
 
 @dataclass(frozen=True)
 class ExploredModel:
-    """A model explore draws scenarios over, at one shape."""
+    """A model explore draws examples over (scenarios, or its own cases), at one shape."""
 
     suite: Suite  # what it runs in: its tolerance, layouts and timeout
     model: ModelSpec
@@ -124,12 +124,13 @@ class GeneratedModels:
     draws = "cases"
 
     def strategy(self) -> st.SearchStrategy[ExploredModel]:
-        return generated_models(self.vocabulary).map(self._explored)
+        return generated_models(self.vocabulary).map(self.explored)
 
     def key(self) -> str:
         return repr(("generated", self.vocabulary))
 
-    def _explored(self, generated: GeneratedModel) -> ExploredModel:
+    def explored(self, generated: GeneratedModel) -> ExploredModel:
+        """`generated` written as a suite of its own into the folder, loaded on the target."""
         written = write_suite(generated, self.folder, self.target.entry())
         suite = replace(load_suite(written.path, REGISTRY), backends=(self.target,))
         model = suite.models[0]

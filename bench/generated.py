@@ -1,0 +1,126 @@
+"""What `explore --models generated` costs per target: models drawn and judged per second, how the
+pace falls with a model's size, and what the draw covers (ops, attribute values).
+
+`python bench/generated.py [--target TARGET ...] [--models 200] [--seed 1] [--ort-web-version V]`
+draws `--models` models from the whole vocabulary (Hypothesis, seeded), runs each one's cases
+on each target exactly as explore does (``runner.explore.cases.run_cases``: a device, or a
+page, of its own per model; onnxruntime CPU as the reference), and prints a Markdown row per
+target: models judged, seconds, models per second, seconds per model by node count, and the
+models discarded (no reference, or an op the target lacks). Then what the drawn models covered:
+each op and the attribute values it was drawn with. One run on one machine; read it with the
+machine's load in mind. The numbers are in docs/commands.md#explore---models-generated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import onnx
+from hypothesis import HealthCheck, given, seed, settings
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runner.backends import open_backend, parse_backend, resolve_targets  # noqa: E402
+from runner.backends.base import BackendOptions  # noqa: E402
+from runner.explore.cases import run_cases  # noqa: E402
+from runner.explore.generated import OPS, GeneratedModel, generated_models  # noqa: E402
+from runner.explore.space import GeneratedModels  # noqa: E402
+from runner.oracle import ReferenceCache  # noqa: E402
+
+HEADER = (
+    "| target | models | seconds | models/s | s per model by nodes (1-2, 3-4, 5+) | discarded |\n"
+    "| --- | --- | --- | --- | --- | --- |"
+)
+
+
+def drawn(count: int, seed_value: int) -> list[GeneratedModel]:
+    """`count` models as explore's strategy draws them (Hypothesis's own mix of sizes)."""
+    models: list[GeneratedModel] = []
+
+    @seed(seed_value)
+    @settings(max_examples=count, database=None, suppress_health_check=list(HealthCheck))
+    @given(generated_models(tuple(OPS)))
+    def collect(model: GeneratedModel) -> None:
+        models.append(model)
+
+    collect()
+    return models
+
+
+def row(backend: str, models: list[GeneratedModel], versions: dict, folder: Path) -> str:
+    [target] = parse_backend(backend)
+    if versions.get(target.name):
+        target = dataclasses.replace(target, declared=versions[target.name][0])
+    target = resolve_targets([target])[target]
+    source = GeneratedModels(tuple(OPS), target, folder)
+    options = BackendOptions(fresh_sequences=True)
+    oracle = ReferenceCache(None).references
+    by_size: dict[str, list[float]] = collections.defaultdict(list)
+    discarded = 0
+    instance = open_backend(target.name, options)
+    began = time.perf_counter()
+    try:
+        for model in models:
+            explored = source.explored(model)
+            start = time.perf_counter()
+            ran = run_cases(explored, instance, oracle, options)
+            discarded += bool(ran.discarded)
+            size = "1-2" if model.nodes <= 2 else "3-4" if model.nodes <= 4 else "5+"
+            by_size[size].append(time.perf_counter() - start)
+    finally:
+        instance.close()
+    seconds = time.perf_counter() - began
+    paces = ", ".join(
+        f"{statistics.mean(by_size[s]):.2f}" if by_size[s] else "-" for s in ("1-2", "3-4", "5+")
+    )
+    return (
+        f"| `{target.id}` | {len(models)} | {seconds:.0f} | {len(models) / seconds:.1f} | "
+        f"{paces} | {discarded} |"
+    )
+
+
+def coverage(models: list[GeneratedModel]) -> str:
+    """Each op drawn, how often, and the attribute values it was drawn with."""
+    counts: collections.Counter[str] = collections.Counter()
+    values: dict[str, set[str]] = collections.defaultdict(set)
+    for model in models:
+        for node in onnx.load_from_string(model.model).graph.node:
+            counts[node.op_type] += 1
+            for attribute in node.attribute:
+                value = onnx.helper.get_attribute_value(attribute)
+                values[node.op_type].add(f"{attribute.name}={value!r}")
+    lines = ["| op | nodes | attribute values |", "| --- | --- | --- |"]
+    for op, count in counts.most_common():
+        shown = sorted(values[op])
+        more = f" (+{len(shown) - 8} more)" if len(shown) > 8 else ""
+        lines.append(f"| {op} | {count} | {', '.join(shown[:8])}{more} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", action="append", default=[], help="default: wgpu")
+    parser.add_argument("--models", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--ort-web-version", action="append", default=[])
+    args = parser.parse_args(argv)
+    models = drawn(args.models, args.seed)
+    versions = {"ort-web": tuple(args.ort_web_version)}
+    with tempfile.TemporaryDirectory(prefix="bench-generated-") as folder:
+        rows = [row(t, models, versions, Path(folder)) for t in args.target or ["wgpu"]]
+    print(HEADER)
+    print("\n".join(rows))
+    print()
+    print(coverage(models))
+
+
+if __name__ == "__main__":
+    main()
