@@ -74,16 +74,18 @@ def load(selection: Selection) -> list[Suite]:
 
 
 def _retarget(suite: Suite, backends: Sequence[str]) -> Suite:
-    """The suite on `backends` instead of its own; its `home` stays, so that what it expects
-    holds only where it was written for (``runner.suite.spec.written_for``)."""
+    """The suite on `backends` instead of its own; its `home` becomes the targets it declared,
+    versions included, so that what it expects holds only where it was written for
+    (``runner.suite.spec.written_for``): not on another build, nor on the default version of
+    a build it declared on another."""
     targets = [target for text in backends for target in parse_backend(text)]
-    return dataclasses.replace(suite, backends=tuple(dict.fromkeys(targets)))
+    return dataclasses.replace(suite, backends=tuple(dict.fromkeys(targets)), home=suite.backends)
 
 
 def _version_override(suite: Suite, versions: Mapping[str, Sequence[str]]) -> Suite:
-    """The suite's targets on other versions (the versions axis): its home moves with them, as
-    the versions axis asks its own question of another version (rules naming a `version`
-    answer it)."""
+    """The suite's targets on other versions (the versions axis): a home `--backend` set moves
+    with them, as the versions axis asks the suite's own question of another version (rules
+    naming a `version` answer it)."""
     backends, home = suite.backends, suite.home
     for descriptor in versioned_backends():
         texts = versions.get(descriptor.name)
@@ -157,7 +159,7 @@ def refuse_repeated_ids(cases: Iterable[Case], scenarios: Iterable[ScenarioTarge
                 _shown(again),
                 again_line or 1,
                 1,
-                f"{again_what} gives {len(ids)} case id(s) that {what} of "
+                f"{again_what} gives {len(ids)} id(s) that {what} of "
                 f"{_shown(path)}:{line or 1} gives too, e.g. {ids[0]}",
                 "a name no other suite run on the same backend and version uses (results "
                 "and the history are keyed by case id): rename one",

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from runner.errors import InvalidInput
-from runner.selection import Selection, select, select_scenarios
+from runner.matrix import expand_suite
+from runner.selection import Selection, load, select, select_scenarios, sequence_until
 from runner.suite import load_suite
 from runner.suite.spec import BackendTarget, CaseRule, Expectation, holding_rules, written_for
 
@@ -139,6 +140,34 @@ def test_a_case_rule_naming_a_build_keeps_to_the_versions_its_suite_declares(wri
         "ort-web:webgpu": {"pass"},
         "ort-web:jspi": {"pass"},
     }
+
+
+def test_the_versions_axis_bisect_and_repro_keep_what_the_suite_expects(write_suite):
+    """`--ort-web-version`, a bisect probe and a repro rebuild a case on another version of a
+    target the suite declares: its rules (what to expect, and the buffers they set) hold there,
+    as they did before the rule counted versions; only `--backend` moves a suite off them."""
+    path = write_suite(
+        """
+        name: fresh
+        models:
+          enc: {builtin: encoder, layers: 1, hidden: 16, heads: 2, ffn: 32}
+        shapes: [{batch: 1, sequence: 8}]
+        backends: [{name: ort-web, bundle: webgpu}]
+        cases:
+          - match: {capture: capture}
+            buffers: {inputs: fresh}
+            expect: stale-input
+        """
+    )
+    [axis] = load(Selection((path,), versions={"ort-web": ("1.27.0",)}))
+    [eager, capture] = expand_suite(axis)
+    assert capture.backend.declared == "1.27.0"
+    assert (capture.expect, capture.buffers.inputs) == ({"stale-input"}, "fresh")
+    [suite] = load(Selection((path,)))
+    probe = BackendTarget("ort-web", "webgpu", version="1.27.0", declared="1.27.0")
+    [eager, capture] = sequence_until(suite, capture, probe)
+    assert (capture.expect, capture.buffers.inputs) == ({"stale-input"}, "fresh")
+    assert eager.expect == {"pass"}
 
 
 @pytest.mark.parametrize(

@@ -273,7 +273,12 @@ class _Builder:
             description=data.get("description", ""),
             timeout_s=float(data.get("timeout", 120.0)),
             buffers=BufferModes(**data.get("buffers", {})),
-            home=backends,
+            home=tuple(
+                dict.fromkeys(
+                    dataclasses.replace(t, version=None, label=None, declared=None, source=None)
+                    for t in backends
+                )
+            ),
             scenarios=scenarios,
             unchecked=tuple(
                 dict.fromkeys(

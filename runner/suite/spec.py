@@ -336,9 +336,12 @@ SCENARIO_FIELDS = frozenset({"id", "suite", "scenario", "model", "backend", "bun
 
 
 def same_version(home: BackendTarget, target: BackendTarget) -> bool:
-    """Whether `target` runs the version `home` names: the exact version when both know it,
-    else the spelling (a version only a registry knows, such as ``1.24.3`` or ``dev``, is left
-    unresolved at load)."""
+    """Whether `target` runs the version `home` names: any, where `home` names none (a suite's
+    own targets, on whichever version the versions axis runs them); the exact version when
+    both know it; else the spelling (a version only a registry knows, such as ``1.24.3`` or
+    ``dev``, is left unresolved at load)."""
+    if home.version is None and home.declared is None:
+        return True
     if home.version is not None and target.version is not None:
         return home.version == target.version
     return home.declared in (target.declared, target.version)
@@ -347,8 +350,8 @@ def same_version(home: BackendTarget, target: BackendTarget) -> bool:
 def written_for(target: BackendTarget, keys: Iterable[str], home: Iterable[BackendTarget]) -> bool:
     """Whether an expectation whose `match:` names `keys` holds on `target`: the one rule of
     cases, scenarios and decoder loops. It holds on the backend, build, adapter and version of
-    a `home` target (those its suite or scenario declares, after ``--NAME-version``, before
-    ``--backend``), except where it names them itself: naming a build (``backend``,
+    a `home` target (what its suite or scenario was written for: ``Suite.home``,
+    ``Scenario.backends``), except where it names them itself: naming a build (``backend``,
     ``bundle``, ``id``) it holds on that build at a home version of its backend (any version
     when the suite declares no such backend); naming a ``version``, on that version."""
     keys = set(keys)
@@ -417,8 +420,10 @@ class Suite:
     tags: frozenset[str] = frozenset()
     description: str = ""
     buffers: BufferModes = BufferModes()
-    # The targets the suite itself declares (after --NAME-version, which asks them of another
-    # version): its `cases:` rules and scenarios were written for them (``written_for``).
+    # What its `cases:` rules and scenarios were written for (``written_for``): the backends
+    # and builds it declares, on any version (the versions axis, bisect and repro ask its own
+    # question of another version); once `--backend` moved it, the targets it declared, on
+    # their versions (then moved by --NAME-version with its targets).
     home: tuple[BackendTarget, ...] = ()
     # Versions it names that loading could not check (only a registry knows them), where
     # each is spelt: `validate` says so.
