@@ -771,7 +771,6 @@ class _Builder:
             frozenset(rule.get("inject", ())),
             rule.get("buffers", {}),
             rule.get("graphs"),
-            self.line(("cases", index)),
         )
         if parsed.for_scenarios:
             self.check_scenario_rule(rule, ("cases", index), scenarios)

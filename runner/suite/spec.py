@@ -378,7 +378,6 @@ class CaseRule:
     inject: frozenset[str] = frozenset()  # faults for the matched cases (canaries)
     buffers: Mapping[str, str] = field(default_factory=dict)  # the keys it sets, e.g. inputs
     graphs: int | None = None
-    line: int | None = None  # where the entry starts in its suite file
 
     @property
     def for_scenarios(self) -> bool:
