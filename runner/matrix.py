@@ -13,7 +13,6 @@ import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from runner.suite.scenarios import Scenario
 from runner.suite.spec import (
@@ -29,6 +28,7 @@ from runner.suite.spec import (
     Tolerance,
     cell_values,
     entry_matches,
+    holding_rules,
     label_versions,
     mode_name,
 )
@@ -184,10 +184,6 @@ def suite_cells(suite: Suite) -> list[tuple[ModelSpec, Shape, Layout, BackendTar
     return cells
 
 
-def _rule_matches(match: Mapping[str, Any], fields: Mapping[str, str]) -> bool:
-    return all(fnmatch.fnmatchcase(fields.get(k, ""), str(v)) for k, v in match.items())
-
-
 def expand_suite(
     suite: Suite, targets: Mapping[BackendTarget, BackendTarget] | None = None
 ) -> list[Case]:
@@ -236,17 +232,16 @@ def _with_revisits(cases: list[Case]) -> list[Case]:
 
 
 def _apply_rules(case: Case, suite: Suite) -> Case:
-    for rule in suite.cases:  # the last matching rule wins, like later CSS rules
-        reaches = rule.reaches(case.backend.build_id, suite.own_builds)
-        if reaches and _rule_matches(rule.match, case.fields()):
-            case = dataclasses.replace(
-                case,
-                expectation=rule.expectation,
-                tolerance=rule.tolerance or case.tolerance,
-                inject=rule.inject,
-                buffers=dataclasses.replace(case.buffers, **rule.buffers),
-                graphs=rule.graphs or case.graphs,
-            )
+    rules = [rule for rule in suite.cases if not rule.for_scenarios]
+    for rule in holding_rules(rules, case.fields(), case.backend, suite.home):
+        case = dataclasses.replace(  # the last rule wins, like later CSS rules
+            case,
+            expectation=rule.expectation,
+            tolerance=rule.tolerance or case.tolerance,
+            inject=rule.inject,
+            buffers=dataclasses.replace(case.buffers, **rule.buffers),
+            graphs=rule.graphs or case.graphs,
+        )
     return case
 
 

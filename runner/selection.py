@@ -17,7 +17,7 @@ from typing import Any
 
 from runner.backends import REGISTRY, parse_backend, resolve_targets
 from runner.backends.base import BackendDescriptor, BackendTarget
-from runner.errors import InvalidInput
+from runner.errors import InvalidInput, Problem
 from runner.history import SqliteHistory
 from runner.matrix import (
     Case,
@@ -31,7 +31,7 @@ from runner.matrix import (
     with_predecessors,
 )
 from runner.suite import load_suites
-from runner.suite.spec import Expectation, Suite, label_versions
+from runner.suite.spec import CaseRule, Expectation, Suite, holding_rules, label_versions
 from runner.verdicts import FAILING_OUTCOMES
 
 
@@ -74,17 +74,25 @@ def load(selection: Selection) -> list[Suite]:
 
 
 def _retarget(suite: Suite, backends: Sequence[str]) -> Suite:
+    """The suite on `backends` instead of its own; its `home` becomes the targets it declared,
+    versions included, so that what it expects holds only where it was written for
+    (``runner.suite.spec.written_for``): not on another build, nor on the default version of
+    a build it declared on another."""
     targets = [target for text in backends for target in parse_backend(text)]
-    return dataclasses.replace(suite, backends=tuple(dict.fromkeys(targets)))
+    return dataclasses.replace(suite, backends=tuple(dict.fromkeys(targets)), home=suite.backends)
 
 
 def _version_override(suite: Suite, versions: Mapping[str, Sequence[str]]) -> Suite:
-    backends = suite.backends
+    """The suite's targets on other versions (the versions axis): a home `--backend` set moves
+    with them, as the versions axis asks the suite's own question of another version (rules
+    naming a `version` answer it)."""
+    backends, home = suite.backends, suite.home
     for descriptor in versioned_backends():
         texts = versions.get(descriptor.name)
         if texts:
             backends = descriptor.with_versions(backends, list(texts))
-    return dataclasses.replace(suite, backends=backends)
+            home = descriptor.with_versions(home, list(texts))
+    return dataclasses.replace(suite, backends=backends, home=home)
 
 
 def named_targets(selection: Selection) -> list[BackendTarget]:
@@ -102,6 +110,7 @@ def select(selection: Selection, say: Callable[[str], None] = print) -> list[Cas
     """The cases `selection` names, in run order, on exact versions (a registry is asked only
     for the targets of cases it may select); `say` hears what ``--lf`` kept."""
     cases = select_resolved(load(selection), selection.filters, resolve_targets)
+    refuse_repeated_ids(cases)
     if selection.shard:
         try:
             cases = shard_cases(cases, *parse_shard(selection.shard))
@@ -115,7 +124,66 @@ def select(selection: Selection, say: Callable[[str], None] = print) -> list[Cas
 def declared_cases(suites: Iterable[Suite]) -> list[Case]:
     """Every case the suites declare, versions as spelt (no registry asked): what ``validate``
     counts."""
-    return expand_matrix(suites)
+    cases = expand_matrix(suites)
+    refuse_repeated_ids(cases)
+    return cases
+
+
+def refuse_repeated_ids(cases: Iterable[Case], scenarios: Iterable[ScenarioTarget] = ()) -> None:
+    """InvalidInput, naming both files and lines, where two suites give one case id (one model
+    name, shape, layout, backend, version and mode) or one scenario id: results, the history,
+    ``--lf``, ``new-case``, ``repro`` and bisect all address a result by its id, so the second
+    would overwrite the first. Ids are compared without their version labels, by exact version
+    where known (else as spelt), so that files alone can tell (``validate``)."""
+    first: dict[tuple[str, str | None], tuple[Path, int | None, str]] = {}
+    repeats: dict[tuple, list[str]] = {}  # (first's place, second's place) -> ids
+    items = [
+        (
+            c.id,
+            unversioned_id(c.id),
+            c.backend,
+            c.suite.path,
+            c.model.line,
+            f"model {c.model.name!r}",
+        )
+        for c in cases
+    ] + [
+        (
+            s.id,
+            f"scenario={s.scenario.name}/{s.target.build_id}",
+            s.target,
+            s.suite.path,
+            s.scenario.line,
+            f"scenario {s.scenario.name!r}",
+        )
+        for s in scenarios
+    ]
+    for shown, unlabelled, target, path, line, what in items:
+        key = (unlabelled, target.version or target.declared)
+        place = (path, line, what)
+        if first.setdefault(key, place) != place:
+            repeats.setdefault((first[key], place), []).append(shown)
+    problems = []
+    for ((path, line, what), (again, again_line, again_what)), ids in repeats.items():
+        problems.append(
+            Problem(
+                _shown(again),
+                again_line or 1,
+                1,
+                f"{again_what} gives {len(ids)} id(s) that {what} of "
+                f"{_shown(path)}:{line or 1} gives too, e.g. {ids[0]}",
+                "a name no other suite run on the same backend and version uses (results "
+                "and the history are keyed by case id): rename one",
+            )
+        )
+    if problems:
+        raise InvalidInput(problems)
+
+
+def _shown(path: Path) -> Path:
+    """`path` relative to the working directory when inside it, as messages name files."""
+    here = Path.cwd().resolve()
+    return path.relative_to(here) if path.is_relative_to(here) else path
 
 
 def _last_failed(cases: list[Case], history: Path, say: Callable[[str], None]) -> list[Case]:
@@ -210,18 +278,37 @@ def select_scenarios(selection: Selection) -> list[ScenarioTarget]:
         _expected_here(dataclasses.replace(item, target=labelled[exact[item.target]]))
         for item in items
     ]
-    return [item for item in items if all(_scenario_matches(item, f) for f in selection.filters)]
+    items = [item for item in items if all(_scenario_matches(item, f) for f in selection.filters)]
+    refuse_repeated_ids((), items)
+    return items
 
 
 def _expected_here(item: ScenarioTarget) -> ScenarioTarget:
-    """A scenario's `expect:` holds on the backends it (or its suite) declares; moved elsewhere
-    by `--backend`, it is expected to pass, as a `cases:` rule naming no backend is."""
-    scenario = item.scenario
-    own = {t.build_id for t in scenario.backends} or item.suite.own_builds
-    if item.target.build_id in own:
-        return item
-    plain = dataclasses.replace(scenario, expectation=Expectation())
-    return dataclasses.replace(item, scenario=plain)
+    """The scenario with the expectation that holds on its target: its own `expect:` (and
+    tolerance) on the backends it (or its suite) declares, then the suite's `cases:` rules
+    naming it, through the rule cases take (``holding_rules``); else `pass`."""
+    scenario, suite = item.scenario, item.suite
+    own = CaseRule({}, scenario.expectation, scenario.tolerance)
+    rules = [own, *(rule for rule in suite.cases if rule.for_scenarios)]
+    home = scenario.backends or suite.home
+    expectation, tolerance = Expectation(), scenario.tolerance
+    for rule in holding_rules(rules, scenario_fields(item), item.target, home):
+        expectation, tolerance = rule.expectation, rule.tolerance or tolerance
+    expected = dataclasses.replace(scenario, expectation=expectation, tolerance=tolerance)
+    return dataclasses.replace(item, scenario=expected)
+
+
+def scenario_fields(item: ScenarioTarget) -> dict[str, str]:
+    """What a `cases:` rule naming `scenario` matches on, as a case's ``fields()``."""
+    return {
+        "id": item.id,
+        "suite": item.suite.name,
+        "scenario": item.scenario.name,
+        "model": item.scenario.model.name,
+        "backend": item.target.build_id,
+        "bundle": item.target.bundle or "",
+        "version": item.target.version or "",
+    }
 
 
 def _scenario_matches(item: ScenarioTarget, pattern: str) -> bool:

@@ -878,3 +878,25 @@ def test_a_report_from_real_runs_of_the_reference_backend(write_suite, tmp_path)
     # where the model `enc` is declared: line 3 of the suite file (outside the working folder)
     located = {(case.get("file"), case.get("line")) for case in junit.iter("testcase")}
     assert located == {(str(suite.resolve()), "3")}
+
+
+def test_the_report_names_suites_relative_to_where_a_reader_finds_them(tmp_path, monkeypatch):
+    """A run stores absolute paths; the report names a suite relative to the working directory,
+    else to the repository holding it, else to its own folder."""
+    from runner.report.build import suite_name
+
+    repo, loose = tmp_path / "checkout", tmp_path / "loose"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "suites" / "bugs").mkdir(parents=True)
+    loose.mkdir()
+    in_repo = str(repo / "suites" / "bugs" / "a.yaml")
+    monkeypatch.chdir(repo)
+    assert suite_name(in_repo) == "suites/bugs/a.yaml"
+    monkeypatch.chdir(repo / "suites")
+    assert suite_name(in_repo) == "bugs/a.yaml"
+    monkeypatch.chdir(loose)
+    assert suite_name(in_repo) == "suites/bugs/a.yaml"  # outside: the repository's
+    assert suite_name(str(loose / "elsewhere" / "b.yaml")) == "elsewhere/b.yaml"
+    assert suite_name("/nowhere/on/this/machine/c.yaml") == "c.yaml"
+    assert suite_name("suites/d.yaml") == "suites/d.yaml"  # stored relative already
+    assert suite_name("") == ""

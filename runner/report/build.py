@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -171,12 +172,29 @@ def _latest_section(latest: pd.Series, results: pd.DataFrame) -> LatestSection:
         injected=tuple(run.options.get("inject") or ()),
         started=text(latest["started"]),
         ended=text(latest["ended"]),
-        suites=tuple(run.suites),
+        suites=tuple(suite_name(path) for path in run.suites),
         options=json.dumps(run.options, sort_keys=True),
         by_verdict=by_verdict,
         by_outcome=by_outcome,
         environment=tuple(_flatten(run.environment)),
     )
+
+
+def suite_name(path: str) -> str:
+    """A suite file as the report names it: relative to the working directory when inside it,
+    else to the repository holding it (the nearest folder above with a ``.git``), else to its
+    own folder. A run stores absolute paths; a report names what a reader of the checkout
+    recognises, not the folders of the machine that ran it."""
+    file = Path(path)
+    if not path or not file.is_absolute():
+        return path
+    here = Path.cwd().resolve()
+    if file.is_relative_to(here):
+        return file.relative_to(here).as_posix()
+    for folder in file.parents:
+        if (folder / ".git").exists():
+            return file.relative_to(folder).as_posix()
+    return file.name
 
 
 def _runs_section(history: History) -> RunsSection:
@@ -416,7 +434,7 @@ def _failure(record: CaseResult) -> Failure:
         result_id=record.result_id,
         run_id=record.run_id,
         suite=text(record.suite),
-        suite_path=text(record.suite_path),
+        suite_path=suite_name(text(record.suite_path)),
         model_shape=f"{record.model} · {', '.join(f'{k}={v}' for k, v in record.shape.items())}",
         layout=layout,
         backend=f"{record.backend} · {record.capture}"

@@ -9,6 +9,7 @@ or the network: loading reads files only (versions only a registry can resolve a
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import itertools
 import json
 import math
@@ -26,6 +27,7 @@ from runner.suite.scenarios import Scenario, parse_scenario
 from runner.suite.spec import (
     DEFAULT_LAYOUT,
     MODES,
+    SCENARIO_FIELDS,
     STATIC_SHAPE,
     BackendTarget,
     BufferModes,
@@ -268,14 +270,21 @@ class _Builder:
             backends=backends,
             capture=tuple(mode for mode in MODES if mode in capture),
             tolerance=Tolerance(**data.get("tolerance", {})),
-            cases=tuple(self.case_rule(rule) for rule in data.get("cases", ())),
+            cases=tuple(
+                self.case_rule(rule, i, scenarios) for i, rule in enumerate(data.get("cases", ()))
+            ),
             include=tuple(data.get("include", ())),
             exclude=tuple(data.get("exclude", ())),
             tags=frozenset(data.get("tags", ())),
             description=data.get("description", ""),
             timeout_s=float(data.get("timeout", 120.0)),
             buffers=BufferModes(**data.get("buffers", {})),
-            own_builds=frozenset(target.build_id for target in backends),
+            home=tuple(
+                dict.fromkeys(
+                    dataclasses.replace(t, version=None, label=None, declared=None, source=None)
+                    for t in backends
+                )
+            ),
             scenarios=scenarios,
             unchecked=tuple(
                 dict.fromkeys(
@@ -753,11 +762,11 @@ class _Builder:
             dataclasses.replace(target, source=sources.get(target.declared)) for target in targets
         )
 
-    def case_rule(self, rule: dict) -> CaseRule:
+    def case_rule(self, rule: dict, index: int, scenarios: tuple[Scenario, ...]) -> CaseRule:
         expect = rule.get("expect", "pass")
         expect = frozenset([expect] if isinstance(expect, str) else expect)
         tolerance = Tolerance(**rule["tolerance"]) if "tolerance" in rule else None
-        return CaseRule(
+        parsed = CaseRule(
             rule["match"],
             Expectation(expect, rule.get("bug"), rule.get("reason")),
             tolerance,
@@ -765,6 +774,35 @@ class _Builder:
             rule.get("buffers", {}),
             rule.get("graphs"),
         )
+        if parsed.for_scenarios:
+            self.check_scenario_rule(rule, ("cases", index), scenarios)
+        return parsed
+
+    def check_scenario_rule(self, rule: dict, path: tuple, scenarios: tuple) -> None:
+        """A rule naming ``scenario`` matches scenarios only: it matches on their fields, sets
+        only what a scenario takes, and names one of the suite's scenarios."""
+        for key in sorted(set(rule["match"]) - SCENARIO_FIELDS):
+            self.problem(
+                (*path, "match", key),
+                f"a rule naming `scenario` matches scenarios, which have no {key!r}",
+                "one of " + ", ".join(sorted(SCENARIO_FIELDS)),
+                key=True,
+            )
+        for key in sorted({"inject", "buffers", "graphs"} & set(rule)):
+            self.problem(
+                (*path, key),
+                f"{key!r} is a case's, not a scenario's (the rule's match names `scenario`)",
+                "expect, bug, reason, tolerance",
+                key=True,
+            )
+        glob = str(rule["match"]["scenario"])
+        if not any(fnmatch.fnmatchcase(s.name, glob) for s in scenarios):
+            names = ", ".join(s.name for s in scenarios) or "(none)"
+            self.problem(
+                (*path, "match", "scenario"),
+                f"scenario {glob!r} matches none of the suite's scenarios",
+                f"one of {names}",
+            )
 
     def check_matrix_entries(self, models, layouts, backends) -> None:
         known = {

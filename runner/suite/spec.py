@@ -6,6 +6,7 @@ These are descriptions only: nothing here builds a model or touches a device.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -355,14 +356,51 @@ class Expectation:
     reason: str | None = None
 
 
-# `match:` keys that name a backend (or a case on one): a rule naming none was written for the
-# backends its suite declares, and holds on them alone.
-BACKEND_KEYS = frozenset({"id", "backend", "bundle"})
+# `match:` keys that name a backend and build (or a case on one), and a version: a rule that
+# names neither was written for the targets its suite (or scenario) declares, and holds there
+# alone; a key it names widens it to whatever that key selects.
+BUILD_KEYS = frozenset({"id", "backend", "bundle"})
+VERSION_KEYS = frozenset({"version"})
+# The fields a scenario has for `match:` (a rule naming `scenario` is a scenario's rule).
+SCENARIO_FIELDS = frozenset({"id", "suite", "scenario", "model", "backend", "bundle", "version"})
+
+
+def same_version(home: BackendTarget, target: BackendTarget) -> bool:
+    """Whether `target` runs the version `home` names: any, where `home` names none (a suite's
+    own targets, on whichever version the versions axis runs them); the exact version when
+    both know it; else the spelling (a version only a registry knows, such as ``1.24.3`` or
+    ``dev``, is left unresolved at load)."""
+    if home.version is None and home.declared is None:
+        return True
+    if home.version is not None and target.version is not None:
+        return home.version == target.version
+    return home.declared in (target.declared, target.version)
+
+
+def written_for(target: BackendTarget, keys: Iterable[str], home: Iterable[BackendTarget]) -> bool:
+    """Whether an expectation whose `match:` names `keys` holds on `target`: the one rule of
+    cases, scenarios and decoder loops. It holds on the backend, build, adapter and version of
+    a `home` target (what its suite or scenario was written for: ``Suite.home``,
+    ``Scenario.backends``), except where it names them itself: naming a build (``backend``,
+    ``bundle``, ``id``) it holds on that build at a home version of its backend (any version
+    when the suite declares no such backend); naming a ``version``, on that version."""
+    keys = set(keys)
+    names_build, names_version = bool(BUILD_KEYS & keys), bool(VERSION_KEYS & keys)
+    same = [
+        h
+        for h in home
+        if h.name == target.name
+        and (names_build or (h.bundle, h.adapter) == (target.bundle, target.adapter))
+    ]
+    if not same:
+        return names_build
+    return names_version or any(same_version(h, target) for h in same)
 
 
 @dataclass(frozen=True)
 class CaseRule:
-    """A suite's ``cases:`` entry: an expectation (and tolerance) for the cells it matches."""
+    """A suite's ``cases:`` entry: an expectation (and tolerance) for the cells it matches, or,
+    when its match names ``scenario``, for the scenarios it matches."""
 
     match: Mapping[str, Any]  # `id` glob and/or field values, as in --filter
     expectation: Expectation
@@ -371,10 +409,28 @@ class CaseRule:
     buffers: Mapping[str, str] = field(default_factory=dict)  # the keys it sets, e.g. inputs
     graphs: int | None = None
 
-    def reaches(self, build_id: str, own_builds: frozenset[str]) -> bool:
-        """Whether the rule holds on a backend: on the suite's own, always; on one that
-        `--backend` put there, only when its match names a backend."""
-        return build_id in own_builds or bool(BACKEND_KEYS & set(self.match))
+    @property
+    def for_scenarios(self) -> bool:
+        """Whether the rule is a scenario's (its match names ``scenario``) rather than a case's."""
+        return "scenario" in self.match
+
+    def selects(self, fields: Mapping[str, str]) -> bool:
+        """Whether every key of the match globs the field of that name."""
+        return all(fnmatch.fnmatchcase(fields.get(k, ""), str(v)) for k, v in self.match.items())
+
+
+def holding_rules(
+    rules: Iterable[CaseRule],
+    fields: Mapping[str, str],
+    target: BackendTarget,
+    home: Iterable[BackendTarget],
+) -> list[CaseRule]:
+    """The rules that hold on a case or a scenario (`fields`) on `target`, in order, the last
+    winning: those whose match selects it, on a target they were written for (``written_for``).
+    Cases and scenarios both take their expectations here, so that ``--backend`` moves neither
+    an expectation to a target it was not written for."""
+    home = tuple(home)
+    return [r for r in rules if r.selects(fields) and written_for(target, r.match, home)]
 
 
 @dataclass(frozen=True)
@@ -393,9 +449,11 @@ class Suite:
     tags: frozenset[str] = frozenset()
     description: str = ""
     buffers: BufferModes = BufferModes()
-    # The backends and builds (``build_id``) the suite itself declares: its `cases:` rules were
-    # written for them. A rule reaches a backend `--backend` adds only by naming it.
-    own_builds: frozenset[str] = frozenset()
+    # What its `cases:` rules and scenarios were written for (``written_for``): the backends
+    # and builds it declares, on any version (the versions axis, bisect and repro ask its own
+    # question of another version); once `--backend` moved it, the targets it declared, on
+    # their versions (then moved by --NAME-version with its targets).
+    home: tuple[BackendTarget, ...] = ()
     # Versions it names that loading could not check (only a registry knows them), where
     # each is spelt: `validate` says so.
     unchecked: tuple[Problem, ...] = ()
