@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from runner.backends import REGISTRY
 from runner.errors import InvalidInput
 from runner.matrix import expand_suite
 from runner.selection import Selection, load, select, select_scenarios, sequence_until
@@ -182,7 +183,7 @@ def test_a_scenario_rule_is_checked_at_its_line(write_suite, rule, message):
     text = SCENARIOS.replace("cases:\n", f"cases:\n  - {rule}\n").lstrip("\n")
     path = write_suite(text)
     with pytest.raises(InvalidInput) as caught:
-        load_suite(path)
+        load_suite(path, REGISTRY)
     [problem] = caught.value.problems
     assert message in problem.message
     assert problem.line == text.splitlines().index("cases:") + 2
