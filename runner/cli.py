@@ -299,6 +299,22 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument(
         "--out", type=Path, default=DEFAULT_FOUND, help="where findings go (found/)"
     )
+    explore.add_argument(
+        "--database",
+        type=Path,
+        metavar="DIR",
+        help="the folder of example databases to replay and add to, shared by many explores "
+        "at once (default: the cache folder's explore/)",
+    )
+    explore.add_argument(
+        "--replay-from",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also replay the examples of this folder of databases (e.g. an earlier "
+        "campaign's, downloaded), never writing it; repeatable",
+    )
     explore.add_argument("--timeout", type=float, help="seconds per scenario (the suite's)")
     explore.add_argument("--adapter", help="wgpu adapter: name substring or backend type")
     explore.add_argument("--chromium", help="Chromium executable for ort-web")
@@ -494,7 +510,9 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
         timeout_s=args.timeout, inject=inject, adapter=args.adapter, chromium=args.chromium
     )
     space = explore_space(_selection(args), inject)
-    request = ExploreRequest(space, args.budget, args.out, options, args.seed)
+    request = ExploreRequest(
+        space, args.budget, args.out, options, args.seed, args.database, tuple(args.replay_from)
+    )
     explored = explore(request, lambda text: console.print(escape(text)))
     console.print(
         f"explored {explored.examples} scenarios ({explored.steps} steps) on {space.target.id} "

@@ -30,13 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
-from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+from hypothesis.database import ExampleDatabase
 from hypothesis.internal.conjecture import engine as hypothesis_engine
 from hypothesis.stateful import run_state_machine_as_test
 
 from runner.backends import REGISTRY, open_backend
 from runner.backends.base import Backend, BackendOptions, BackendTarget
 from runner.errors import EnvironmentUnusable
+from runner.explore import record
+from runner.explore.database import example_database
 from runner.explore.finding import (
     BackendMachine,
     Failure,
@@ -86,6 +88,7 @@ class ExploreRequest:
     options: BackendOptions
     seed: int | None = None
     databases: Path | None = None  # where example databases go; None: the cache folder's
+    replay_from: tuple[Path, ...] = ()  # folders of databases replayed, never written
 
 
 @dataclass(frozen=True)
@@ -189,11 +192,12 @@ class _Examiner:
 def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
     space, options = request.space, request.options
     target = space.target
+    root = request.databases or cache_root() / "explore"
+    database_folder = _database_folder(space, options.inject, root)
+    # checked before anything runs: a folder refused leaves nothing written
+    examples_database = example_database(root, database_folder.name, request.replay_from)
     REGISTRY[target.name].prepared([target], say)
-    database_folder = _database_folder(
-        space, options.inject, request.databases or cache_root() / "explore"
-    )
-    began = time.monotonic()
+    began, started = time.monotonic(), record.now()
     backend = open_backend(target.name, options)
     try:
         say(f"opened {target.id} in {time.monotonic() - began:.1f} s; exploring")
@@ -202,7 +206,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         # target's own page is loaded (ort-web would load its default build's to answer)
         findings: list[FoundScenario] = []
         written: set[tuple] = set()
-        database = _PassDatabase(DirectoryBasedExampleDatabase(database_folder))
+        database = _PassDatabase(examples_database)
         for pass_number in itertools.count(1):
             examine.pending.clear()
             factory = machine_factory(space, examine)
@@ -234,15 +238,31 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
             # known, not fixed, and the next explore should replay them first.
             database = _PassDatabase(database.inner, keep_fetched=True)
         say(examine.progress())
+        machine = machine or _machine(backend, target)
     finally:
         backend.close()
-    return Explored(
+    explored = Explored(
         tuple(findings),
         examine.examples,
         examine.steps,
         time.monotonic() - began,
         database_folder,
     )
+    counts = (explored.examples, explored.steps, explored.seconds)
+    done = record.run_record(
+        space,
+        machine.version,
+        machine.adapter,
+        options.inject,
+        request.seed,
+        request.budget_s,
+        counts,
+        started,
+        explored.findings,
+        request.out,
+    )
+    record.write_record(request.out, done)  # what explore-report merges
+    return explored
 
 
 def _run_pass(factory, database: ExampleDatabase) -> bool:
