@@ -319,6 +319,28 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument("--adapter", help="wgpu adapter: name substring or backend type")
     explore.add_argument("--chromium", help="Chromium executable for ort-web")
 
+    explore_report = commands.add_parser(
+        "explore-report",
+        help="merge explores' findings (their --out folders): one row per bug, new or pinned "
+        "by suites/bugs/, and what they covered",
+    )
+    explore_report.add_argument(
+        "found", nargs="+", type=Path, metavar="FOUND", help="folders explore wrote (--out)"
+    )
+    explore_report.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT / "explore",
+        help="where index.html, summary.md and bugs.json go (reports/explore/)",
+    )
+    explore_report.add_argument(
+        "--bugs",
+        type=Path,
+        default=DEFAULT_SUITES / "bugs",
+        metavar="DIR",
+        help="the suites whose scenarios pin known bugs (suites/bugs/)",
+    )
+
     commands.add_parser("doctor", help="say what this machine offers and how to fix what is not")
     return parser
 
@@ -536,6 +558,26 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
     return ExitCode.UNEXPECTED if explored.findings else ExitCode.OK
 
 
+def cmd_explore_report(args: argparse.Namespace) -> ExitCode:
+    """Exit 0 whatever was found (a campaign's new finding is news, not a failure); 2 on a
+    folder or record it cannot read."""
+    from runner.campaign.merge import merge, read_jobs
+    from runner.campaign.render import write_report
+
+    campaign = merge(read_jobs(args.found), args.bugs)
+    html, summary, _ = write_report(campaign, args.out)
+    new = sum(bug.new for bug in campaign.bugs)
+    print(
+        f"{len(campaign.bugs)} bug(s) over {len(campaign.coverage.jobs)} explore(s): {new} new, "
+        f"{len(campaign.bugs) - new} pinned by {args.bugs}; {html}, {summary}"
+    )
+    for bug in campaign.bugs:
+        where = ", ".join(f"{t} {v}" for t, v in bug.where)
+        mark = "new" if bug.new else "pinned"
+        print(f"{mark}: {bug.verdict} at {bug.key[1]} on {where}: {bug.scenarios[0].yaml}")
+    return ExitCode.OK
+
+
 def cmd_doctor(args: argparse.Namespace) -> ExitCode:
     from runner.doctor import diagnose
 
@@ -561,6 +603,7 @@ COMMANDS = {
     "repro": cmd_repro,
     "bisect": cmd_bisect,
     "explore": cmd_explore,
+    "explore-report": cmd_explore_report,
     "doctor": cmd_doctor,
 }
 

@@ -1,6 +1,7 @@
 """explore's shared example databases: two processes writing one folder at once lose nothing;
 a folder of a newer format, someone else's or an unreadable one is refused (exit 2, the path
-and what is expected said) with nothing written; each explore leaves a record of what it did."""
+and what is expected said) with nothing written. Replaying another job's database:
+tests/test_explore_report.py, over its explores."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from runner.cli import main
 from runner.errors import ExitCode
 from runner.explore import database
-from runner.explore.record import read_record
 
 REPO = Path(__file__).resolve().parents[1]
 SUITE = """name: explore-tiny
@@ -146,48 +146,3 @@ def test_a_folder_from_before_the_marker_is_used_and_marked(tmp_path):
     assert list(shared.fetch(b"key")) == [b"value"]
     assert json.loads((root / database.MARKER).read_text())["format"] == 1
 
-
-@pytest.mark.gpu
-def test_a_second_job_replays_the_first_jobs_findings_at_once_without_writing_them(tmp_path):
-    """Job 1 explores with a shared database and finds the canary; job 2, its own database
-    empty, replays job 1's (read-only) and finds it at its first example; job 1's database is
-    byte for byte as it was. Each leaves a record of what it did and found."""
-    suite = tmp_path / "tiny.yaml"
-    suite.write_text(SUITE)
-    inject = ("--backend", "wgpu", "--inject", "input-snapshot-at-capture")
-    env = {**os.environ, "REGRESS_CACHE_DIR": str(tmp_path / "cache")}
-
-    def job(out: str, *extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "runner", "explore", str(suite), *inject, "--out"]
-            + [str(tmp_path / out), *extra],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            env=env,
-        )
-
-    first = job("found-1", "--database", str(tmp_path / "db-1"), "--budget", "15s", "--seed", "1")
-    assert first.returncode == 1, first.stderr
-    shared = _snapshot(tmp_path / "db-1")
-    second = job(
-        "found-2",
-        "--database",
-        str(tmp_path / "db-2"),
-        "--replay-from",
-        str(tmp_path / "db-1"),
-        "--budget",
-        "3s",
-    )
-    assert second.returncode == 1, second.stderr
-    assert _snapshot(tmp_path / "db-1") == shared
-    (one,) = (tmp_path / "found-1").glob("explore-*.json")
-    (two,) = (tmp_path / "found-2").glob("explore-*.json")
-    found, replayed = read_record(one), read_record(two)
-    assert [f.verdict for f in found.findings] == ["stale-input"]
-    assert [(f.verdict, f.examples_before) for f in replayed.findings] == [("stale-input", 1)]
-    assert replayed.findings[0].yaml == found.findings[0].yaml  # the same minimal scenario
-    assert (found.target, found.inject, found.seed) == ("wgpu", ("input-snapshot-at-capture",), 1)
-    assert found.examples > 20 and found.steps > found.examples and found.seconds >= 15
-    assert "llvmpipe" in found.adapter
-    assert (tmp_path / "found-1" / found.findings[0].bundle / "repro.json").is_file()

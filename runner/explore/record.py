@@ -9,7 +9,6 @@ history's stores do (docs/architecture.md, "Stores carry a format").
 from __future__ import annotations
 
 import json
-import re
 import secrets
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
@@ -186,8 +185,3 @@ def _known(data: dict[str, Any], cls: type) -> None:
     unknown = sorted(set(data) - {f.name for f in fields(cls)})
     if unknown:
         raise ValueError(f"unknown field(s) {', '.join(unknown)}")
-
-
-def normalized(message: str) -> str:
-    """A message with its numbers left out, as ``Failure.kind`` compares backends' messages."""
-    return re.sub(r"\d+", "N", message)
