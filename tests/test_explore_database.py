@@ -145,4 +145,3 @@ def test_a_folder_from_before_the_marker_is_used_and_marked(tmp_path):
     shared.save(b"key", b"value")
     assert list(shared.fetch(b"key")) == [b"value"]
     assert json.loads((root / database.MARKER).read_text())["format"] == 1
-
