@@ -340,6 +340,30 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="the suites whose scenarios pin known bugs (suites/bugs/)",
     )
+    explore_report.add_argument(
+        "--database",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a job's folder of example databases (its explore --database), merged into "
+        "--database-out; repeatable",
+    )
+    explore_report.add_argument(
+        "--previous-database",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="the campaign's databases the jobs replayed (--replay-from): those of targets no "
+        "job ran are carried into --database-out",
+    )
+    explore_report.add_argument(
+        "--database-out",
+        type=Path,
+        metavar="DIR",
+        help="where the next campaign's folder of databases goes",
+    )
 
     commands.add_parser("doctor", help="say what this machine offers and how to fix what is not")
     return parser
@@ -563,8 +587,16 @@ def cmd_explore_report(args: argparse.Namespace) -> ExitCode:
     folder or record it cannot read."""
     from runner.campaign.merge import merge, read_jobs
     from runner.campaign.render import write_report
+    from runner.explore.database import merge_folders
 
-    campaign = merge(read_jobs(args.found), args.bugs)
+    if (args.database or args.previous_database) and not args.database_out:
+        raise InvalidInput("--database and --previous-database merge into --database-out: name it")
+    jobs = read_jobs(args.found)
+    campaign = merge(jobs, args.bugs)
+    if args.database_out:
+        ran = {job.record.database for job in jobs}
+        merge_folders(args.database_out, args.database, args.previous_database, ran)
+        print(f"example databases for the next campaign: {args.database_out}")
     html, summary, _ = write_report(campaign, args.out)
     new = sum(bug.new for bug in campaign.bugs)
     print(

@@ -181,6 +181,36 @@ def test_what_runs_wrote_is_escaped_in_the_page_and_the_summary(jobs, tmp_path):
     assert "\\<script\\>alert(1)\\</script\\> \\| \\*bold\\*" in summary
 
 
+@pytest.mark.gpu
+def test_the_next_campaigns_databases_are_the_jobs_and_the_targets_no_job_ran(jobs, tmp_path):
+    """Job 2 replayed job 1's databases (the previous campaign's): the next campaign's hold what
+    job 2 saved for its target, not what only the previous one held for it (Hypothesis did
+    not save it again: it passed), and, as they were, the previous databases of targets no job
+    ran."""
+    _, replayed = _record(jobs.replay)
+    previous = tmp_path / "previous"
+    shutil.copytree(jobs.database, previous)
+    passed = previous / replayed.database / "0123456789abcdef" / "fedcba9876543210"
+    passed.parent.mkdir()
+    passed.write_bytes(b"an example that passed in job 2")
+    not_run = previous / "ort-web-webgpu-0123456789ab" / "0123456789abcdef" / "0123456789abcdef"
+    not_run.parent.mkdir(parents=True)
+    not_run.write_bytes(b"an example of a target no job ran")
+    nxt = tmp_path / "next"
+    code = main(
+        ["explore-report", str(jobs.replay), "--out", str(tmp_path / "report")]
+        + ["--database", str(jobs.root / "database-2"), "--previous-database", str(previous)]
+        + ["--database-out", str(nxt)]
+    )
+    assert code == ExitCode.OK
+    saved = _files(jobs.root / "database-2" / replayed.database)
+    assert saved and _files(nxt / replayed.database) == saved
+    assert _files(nxt / not_run.parent.parent.name) == _files(not_run.parent.parent)
+    assert sorted(p.name for p in nxt.iterdir()) == sorted(
+        ["explore-database.json", replayed.database, not_run.parent.parent.name]
+    )
+
+
 RECORD = {"kind": "explore-run", "format": 1}
 
 

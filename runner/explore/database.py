@@ -18,6 +18,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -151,3 +152,32 @@ def stamp(root: Path) -> None:
     if not marker.exists():
         data = {"kind": KIND, "format": FORMAT, "hypothesis": hypothesis.__version__}
         write_atomic(marker, (json.dumps(data, indent=2) + "\n").encode())
+
+
+def merge_folders(
+    out: Path, written: Iterable[Path], previous: Iterable[Path], ran: Iterable[str]
+) -> Path:
+    """The next campaign's folder of databases, in `out`: every database the jobs wrote
+    (`written`: their examples unioned; a value is a file named by its hash, so two copies never
+    conflict), and each of `previous`'s that no job ran (`ran`: the names their records give),
+    as it was. One a job ran is not carried over from `previous`: what no longer failed there,
+    Hypothesis did not save again, and it stays dropped."""
+    written, previous, ran = list(written), list(previous), set(ran)
+    for folder in [*written, *previous]:
+        check(folder, must_exist=True)
+    check(out)
+    carried = {}
+    for folder in previous:
+        for entry in sorted(folder.iterdir()):
+            if entry.is_dir() and _UNMARKED_ENTRY.fullmatch(entry.name) and entry.name not in ran:
+                carried.setdefault(entry.name, []).append(entry)
+    for folder in written:
+        for entry in sorted(folder.iterdir()):
+            if entry.is_dir() and _UNMARKED_ENTRY.fullmatch(entry.name):
+                carried.setdefault(entry.name, []).append(entry)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp(out)
+    for name, sources in carried.items():
+        for source in sources:
+            shutil.copytree(source, out / name, dirs_exist_ok=True)
+    return out

@@ -258,6 +258,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         request.budget_s,
         counts,
         started,
+        database_folder.name,
         explored.findings,
         request.out,
     )

@@ -62,6 +62,7 @@ class RunRecord:
     seconds: float
     started: str  # UTC, ISO 8601
     models: tuple[tuple[str, str], ...]  # (name, digest) drawn from
+    database: str  # its example database's folder (TARGET-HASH) in the folder of databases
     findings: tuple[FindingRecord, ...]
     format: int = FORMAT
     kind: str = KIND
@@ -79,6 +80,7 @@ def run_record(
     budget_s: float,
     counts: tuple[int, int, float],  # examples, steps, seconds
     started: str,
+    database: str,
     found: tuple[FoundScenario, ...],
     out: Path,
 ) -> RunRecord:
@@ -120,6 +122,7 @@ def run_record(
         round(seconds, 1),
         started,
         tuple((m.model.name, m.digest) for m in space.models),
+        database,
         tuple(findings),
     )
 
