@@ -85,6 +85,15 @@ class Bug:
         """Every (target, version) it was seen on."""
         return tuple(sorted({(s.job.record.target, s.job.record.version) for s in self.sightings}))
 
+    def seen_with(self, yaml: str) -> tuple[tuple[str, str], ...]:
+        """Every (target, version) a scenario (its file's name) was written on."""
+        seen = {
+            (s.job.record.target, s.job.record.version)
+            for s in self.sightings
+            if s.finding.yaml == yaml
+        }
+        return tuple(sorted(seen))
+
     @property
     def scenarios(self) -> tuple[Sighting, ...]:
         """One sighting per distinct scenario written (by file name), the shortest first."""

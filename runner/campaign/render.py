@@ -31,7 +31,7 @@ def write_report(campaign: Campaign, out: Path) -> tuple[Path, Path, Path]:
     )
     page = env.get_template("report.html.j2").render(c=campaign, link=link, CSP=CSP)
     html = write_atomic(out / "index.html", page.encode())
-    summary = write_atomic(out / "summary.md", markdown(campaign, link).encode())
+    summary = write_atomic(out / "summary.md", markdown(campaign).encode())
     data = write_atomic(
         out / "bugs.json", (json.dumps(as_data(campaign), indent=2) + "\n").encode()
     )
@@ -50,7 +50,7 @@ def _where(bug: Bug) -> str:
     return ", ".join(f"{t} {v}" for t, v in bug.where)
 
 
-def markdown(campaign: Campaign, link) -> str:
+def markdown(campaign: Campaign) -> str:
     c = campaign.coverage
     new = [b for b in campaign.bugs if b.new]
     lines = [
@@ -67,11 +67,12 @@ def markdown(campaign: Campaign, link) -> str:
         lines += ["| --- | --- | --- | --- | --- | --- | --- |"]
         for bug in campaign.bugs:
             verdict, action, _, faults = bug.key
-            first = bug.scenarios[0]
+            first, others = bug.scenarios[0], len(bug.scenarios) - 1
+            more = f"; {others} other scenario(s)" if others else ""
             lines.append(
                 f"| {'**new**' if bug.new else 'pinned'} | {_cell(verdict)} | {_cell(action)} | "
                 f"{_cell(bug.message)} | {_cell(', '.join(faults)) or '-'} | {_cell(_where(bug))}"
-                f" | {_cell(link(first.yaml))} ({first.finding.steps} steps) |"
+                f" | {_cell(first.yaml)} ({first.finding.steps} steps{more}) |"
             )
         lines.append("")
     lines += [
