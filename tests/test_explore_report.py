@@ -109,7 +109,7 @@ def _as_another_target(jobs: Jobs, message: str | None = None) -> Path:
     shutil.copytree(jobs.first, folder)
     path, _ = _record(folder)
     data = json.loads(path.read_text())
-    data.update(target="ort-web@1.30.0:webgpu", backend="ort-web", build="webgpu", version="1.30.0")
+    data.update(target="ort-web:webgpu", backend="ort-web", build="webgpu", version="1.30.0")
     if message:
         data["findings"][0]["message"] = message
     path.write_text(json.dumps(data))
@@ -132,7 +132,7 @@ def test_findings_merge_one_row_per_bug_with_every_target_and_version_it_was_see
     rows = {(row["verdict"], tuple(row["faults"])): row for row in merged["bugs"]}
     assert len(rows) == len(merged["bugs"]) == 2
     stale = rows.pop(("stale-input", (SNAPSHOT,)))
-    assert stale["seen_on"] == [["ort-web@1.30.0:webgpu", "1.30.0"], ["wgpu", "0.32.0"]]
+    assert stale["seen_on"] == [["ort-web:webgpu", "1.30.0"], ["wgpu", "0.32.0"]]
     assert len(stale["findings"]) == 3  # the first job, its replay and the other target's
     assert stale["new"] and stale["pinned_by"] == []  # nothing in suites/bugs pins a canary
     (check,) = stale["check_versions"]  # ort-web has versions; wgpu none
@@ -142,10 +142,10 @@ def test_findings_merge_one_row_per_bug_with_every_target_and_version_it_was_see
     (eager,) = rows.values()
     assert (eager["verdict"], eager["faults"]) == ("capture-not-engaged", [EAGER])
     assert eager["seen_on"] == [["wgpu", "0.32.0"]] and eager["check_versions"] == []
-    assert [job["target"] for job in merged["jobs"]] == ["wgpu"] * 3 + ["ort-web@1.30.0:webgpu"]
+    assert [job["target"] for job in merged["jobs"]] == ["wgpu"] * 3 + ["ort-web:webgpu"]
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert f"{len(merged['bugs'])} bug(s) found, **{len(merged['bugs'])} new**" in summary
-    assert "| ort-web@1.30.0:webgpu | 1.30.0 | 1 |" in summary
+    assert "| ort-web:webgpu | 1.30.0 | 1 |" in summary
 
 
 @pytest.mark.gpu

@@ -219,7 +219,10 @@ def _check_versions(seen: list[Sighting], jobs: tuple[Job, ...]) -> tuple[str, .
     for backend, build in builds:
         if backend not in flags:
             continue
-        shortest = min((s for s in seen if s.job.record.build == build), key=_shortest)
+        on_build = (
+            s for s in seen if (s.job.record.backend, s.job.record.build) == (backend, build)
+        )
+        shortest = min(on_build, key=_shortest)
         versions = sorted(
             {
                 j.record.version

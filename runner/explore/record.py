@@ -49,7 +49,7 @@ class FindingRecord:
 class RunRecord:
     """One explore: its target, what it covered, and what it found."""
 
-    target: str  # the target's id, e.g. ort-web@1.30.0:webgpu
+    target: str  # the target's id, e.g. ort-web:webgpu (its version apart)
     backend: str
     build: str | None
     version: str  # as the backend reported it (n/a where it has none)
