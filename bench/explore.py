@@ -65,7 +65,7 @@ def row(target: Target, result: Explored) -> str:
     per_second = result.examples / result.seconds
     found = "; ".join(
         f"`{f.failure.result.verdict}` after {f.seconds_to_first:.0f} s "
-        f"({f.examples_before} scenarios), {f.steps} steps"
+        f"({f.examples_before} scenarios), {f.size}"
         for f in result.findings
     )
     return (

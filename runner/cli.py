@@ -275,10 +275,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     explore = commands.add_parser(
         "explore",
-        help="draw scenarios on one backend target for a time budget; write each failure, "
-        "shrunk to a minimal scenario, as a suite file",
+        help="draw scenarios (or models) on one backend target for a time budget; write each "
+        "failure, shrunk to a minimal scenario (or model), as a suite file",
     )
     _selection_args(explore)
+    explore.add_argument(
+        "--models",
+        choices=("suites", "generated"),
+        default="suites",
+        help="suites: draw scenarios over the suites' models (default); generated: draw small "
+        "ONNX models from an op vocabulary, each judged as a suite's cases are",
+    )
+    explore.add_argument(
+        "--ops",
+        action="append",
+        default=[],
+        metavar="OP[,OP...]",
+        help="with --models generated: draw only these ops (default: every op it knows)",
+    )
     explore.add_argument(
         "--budget",
         type=parse_duration,
@@ -544,6 +558,9 @@ def cmd_bisect(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+MIN_MODEL_BUDGET_S = 10.0  # a drawn model's cases on ort-web take seconds, shrinking more
+
+
 def cmd_explore(args: argparse.Namespace) -> ExitCode:
     """Exit 1 when something was found (each finding a suite file under --out), else 0."""
     from runner.explore.explorer import ExploreRequest, explore
@@ -555,20 +572,29 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
     options = BackendOptions(
         timeout_s=args.timeout, inject=inject, adapter=args.adapter, chromium=args.chromium
     )
-    space = explore_space(_selection(args), inject)
+    ops = tuple(op for text in args.ops for op in text.split(",") if op)
+    if args.models == "generated" and args.budget < MIN_MODEL_BUDGET_S:
+        raise InvalidInput(
+            f"--budget {args.budget:g}s: too short to run one generated model and shrink it; "
+            f"expected at least {MIN_MODEL_BUDGET_S:g}s"
+        )
+    space = explore_space(_selection(args), inject, args.models, ops)
     request = ExploreRequest(
         space, args.budget, args.out, options, args.seed, args.database, tuple(args.replay_from)
     )
     explored = explore(request, lambda text: console.print(escape(text)))
+    what, parts = (
+        ("scenarios", "steps") if space.source.draws == "scenarios" else ("models", "cases")
+    )
     console.print(
-        f"explored {explored.examples} scenarios ({explored.steps} steps) on {space.target.id} "
+        f"explored {explored.examples} {what} ({explored.steps} {parts}) on {space.target.id} "
         f"in {explored.seconds:.0f} s; examples kept in {explored.database}"
     )
     for finding in explored.findings:
         failure = finding.failure
         cut = "*" if finding.shrinking_cut else ""
         print(
-            f"{failure.result.verdict}: {finding.steps} steps{cut}, first seen after "
+            f"{failure.result.verdict}: {finding.size}{cut}, first seen after "
             f"{finding.examples_before} examples ({finding.seconds_to_first:.0f} s): "
             f"{finding.path}\n  {failure.result.message}"
         )

@@ -87,6 +87,17 @@ def _version_override(suite: Suite, versions: Mapping[str, Sequence[str]]) -> Su
     return dataclasses.replace(suite, backends=backends)
 
 
+def named_targets(selection: Selection) -> list[BackendTarget]:
+    """The targets ``--backend`` names, on ``--NAME-version``'s versions: for a command that
+    reads no suite (explore drawing its own models)."""
+    targets = tuple(dict.fromkeys(t for text in selection.backends for t in parse_backend(text)))
+    for descriptor in versioned_backends():
+        texts = selection.versions.get(descriptor.name)
+        if texts:
+            targets = descriptor.with_versions(targets, list(texts))
+    return list(targets)
+
+
 def select(selection: Selection, say: Callable[[str], None] = print) -> list[Case]:
     """The cases `selection` names, in run order, on exact versions (a registry is asked only
     for the targets of cases it may select); `say` hears what ``--lf`` kept."""

@@ -34,6 +34,35 @@ VERDICTS: dict[str, str] = {
 
 FAILURES = frozenset(VERDICTS) - {"pass", "skipped"}
 
+# The report's short code for each verdict; its legend lists them in VERDICTS' order.
+VERDICT_CODES = {
+    "pass": "✓",
+    "skipped": "–",
+    "stale-layout": "SL",
+    "wrong-graph": "WG",
+    "stale-input": "SI",
+    "capture-not-engaged": "NE",
+    "capture-mismatch": "CM",
+    "nondeterministic": "ND",
+    "reference-mismatch": "RM",
+    "capture-unsupported": "CU",
+    "unsupported-op": "UO",
+    "timeout": "TO",
+    "error": "ER",
+    "expected-mismatch": "EM",
+}
+
+# What a failing verdict looks like from outside, for a repro bundle's ISSUE.md title.
+SYMPTOMS = {
+    "stale-layout": "graph capture replays an earlier session's constants",
+    "capture-mismatch": "graph capture output differs from eager",
+    "capture-not-engaged": "enableGraphCapture does not capture (replays rebuild bind groups)",
+    "nondeterministic": "graph capture replays of one input disagree",
+    "reference-mismatch": "output differs from onnxruntime CPU",
+    "stale-input": "graph capture replays return an earlier run's inputs' output",
+    "wrong-graph": "a captured graph returns another graph's result",
+}
+
 
 class Outcome(enum.StrEnum):
     """A case's verdicts against its expectation (``runner.judge.outcome``)."""

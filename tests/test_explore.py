@@ -25,7 +25,7 @@ from runner.cli import main
 from runner.errors import ExitCode
 from runner.explore import explorer
 from runner.explore.machine import machine_factory
-from runner.explore.space import Space, suite_model
+from runner.explore.space import Space, SuiteModels, suite_model
 from runner.scenario.values import (
     ACTIONS,
     CREATE,
@@ -64,7 +64,9 @@ def _drawn(suite_file: Path, backend: str, examples: int) -> list:
     suite = load_suite(suite_file, REGISTRY)
     model = suite.models[0]
     actions = REGISTRY[backend].scenario_actions
-    space = Space((suite_model(suite, model, suite.shapes[0]),), BackendTarget(backend), actions)
+    space = Space(
+        SuiteModels((suite_model(suite, model, suite.shapes[0]),)), BackendTarget(backend), actions
+    )
     drawn = []
     factory = machine_factory(space, lambda explored, scenario: drawn.append(scenario))
     run_state_machine_as_test(
@@ -164,7 +166,9 @@ def _explore_at_ten_seconds_a_scenario(
     monkeypatch.setenv("REGRESS_CACHE_DIR", str(tmp_path / "cache"))
     suite = load_suite(suite_file, REGISTRY)
     explored_model = suite_model(suite, suite.models[0], suite.shapes[0])
-    space = Space((explored_model,), BackendTarget("wgpu"), REGISTRY["wgpu"].scenario_actions)
+    space = Space(
+        SuiteModels((explored_model,)), BackendTarget("wgpu"), REGISTRY["wgpu"].scenario_actions
+    )
     inject = frozenset({"input-snapshot-at-capture"})
     request = explorer.ExploreRequest(
         space, budget_s, tmp_path / "found", BackendOptions(inject=inject), seed=1
@@ -248,7 +252,7 @@ def test_a_finding_is_cut_after_its_failing_step_only_when_the_cut_fails_alike(
     suite = load_suite(suite_file, REGISTRY)
     explored_model = suite_model(suite, suite.models[0], suite.shapes[0])
     target = BackendTarget("wgpu")
-    space = Space((explored_model,), target, REGISTRY["wgpu"].scenario_actions)
+    space = Space(SuiteModels((explored_model,)), target, REGISTRY["wgpu"].scenario_actions)
     request = explorer.ExploreRequest(space, 60.0, tmp_path, BackendOptions())
     examine = explorer._Examiner(request, FirstRunFails(), lambda text: None)
     scenario = Scenario(
@@ -287,7 +291,9 @@ def test_an_example_explore_interrupts_is_not_saved_for_the_next_explore():
     for wrap, saved in ((lambda database: database, True), (explorer._PassDatabase, False)):
         Interrupted.examples = 0
         database = InMemoryExampleDatabase()
-        assert explorer._run_pass(Interrupted, wrap(database))  # the budget ended the pass
+        assert explorer._run_pass(
+            lambda chosen: run_state_machine_as_test(Interrupted, settings=chosen), wrap(database)
+        )  # the budget ended the pass
         assert Interrupted.examples == 5
         assert any(database.data.values()) is saved
 

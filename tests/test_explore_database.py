@@ -137,9 +137,12 @@ def test_a_database_folder_it_must_not_use_exits_2_and_is_left_as_it_was(
 
 
 def test_a_folder_from_before_the_marker_is_used_and_marked(tmp_path):
-    """The cache's databases from before this change hold TARGET-HASH folders only."""
+    """The cache's databases from before this change: TARGET-HASH folders (and the ops each
+    target lacks)."""
     root = tmp_path / "explore"
     (root / "wgpu-0123456789ab" / "abcdef0123456789").mkdir(parents=True)
+    (root / "lacking").mkdir()  # the ops each target lacks, kept beside them
+    (root / "lacking" / "wgpu.json").write_text("{}")
     database.check(root)
     shared = database.example_database(root, "wgpu-0123456789ab")
     shared.save(b"key", b"value")

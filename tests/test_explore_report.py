@@ -97,7 +97,12 @@ def test_a_second_job_replays_the_first_jobs_findings_at_once_without_writing_th
     assert replayed.findings[0].yaml == found.findings[0].yaml  # the same minimal scenario
     assert _files(jobs.database) == jobs.database_before  # read-only
     assert (found.target, found.inject, found.seed) == ("wgpu", (SNAPSHOT,), 1)
-    assert found.examples > 20 and found.steps > found.examples and found.seconds >= 10
+    assert (
+        found.examples > 20
+        and found.steps > found.examples
+        and found.draws == "scenarios"
+        and found.seconds >= 10
+    )
     assert "llvmpipe" in found.adapter and found.budget_s == 10
     assert (jobs.first / found.findings[0].bundle / "repro.json").is_file()
 
@@ -259,3 +264,42 @@ def test_a_findings_folder_it_cannot_read_exits_2_saying_what_is_expected(
     assert code == ExitCode.INVALID_INPUT == 2
     assert message.replace("FOUND", str(found)) in capsys.readouterr().err
     assert not out.exists()  # nothing written
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_a_drawn_models_finding_is_pinned_by_a_suite_holding_its_model(tmp_path):
+    """explore --models generated on wgpu with a fault (about 45 s): its finding, a suite of the
+    model's cases, is new against suites/bugs and pinned once its suite and model file are
+    kept in the bugs folder; another verdict expected there pins nothing."""
+    out = tmp_path / "found"
+    explored = subprocess.run(
+        [sys.executable, "-m", "runner", "explore", "--models", "generated", "--backend", "wgpu"]
+        + ["--inject", "program-key-without-attribute", "--budget", "30s", "--seed", "1"]
+        + ["--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "REGRESS_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    assert explored.returncode == 1, explored.stderr
+    _, record = _record(out)
+    assert record.draws == "cases" and "LayerNormalization" in record.vocabulary
+    finding = record.findings[0]
+    assert finding.failing_step is None and finding.unit == "nodes"
+    assert all(row["new"] for row in _report(tmp_path, [out])["bugs"])
+    bugs = tmp_path / "bugs"
+    bugs.mkdir()
+    written = out / finding.yaml
+    shutil.copy(written, bugs)
+    shutil.copy(written.with_suffix(".onnx"), bugs)
+    rows = _report(tmp_path, [out], bugs)["bugs"]
+    pinned = [row for row in rows if row["verdict"] == finding.verdict]
+    suite = yaml.safe_load(written.read_text())
+    (model,) = suite["models"]  # named for the finding
+    assert pinned and not pinned[0]["new"]
+    assert pinned[0]["pinned_by"] == [f"{bugs / finding.yaml}: {model}'s cases"]
+    for rule in suite["cases"]:
+        rule["expect"] = "wrong-graph"
+    (bugs / finding.yaml).write_text(yaml.safe_dump(suite))
+    assert all(row["new"] for row in _report(tmp_path, [out], bugs)["bugs"])

@@ -44,7 +44,7 @@ from runner.report import analysis, build_reports
 from runner.report import model as report_model
 from runner.report.history import load_history
 from runner.report.junit import junit_xml
-from runner.verdicts import VERDICTS
+from runner.verdicts import VERDICT_CODES, VERDICTS
 
 REPO = Path(__file__).resolve().parents[1]
 RESULT_SCHEMA = json.loads((REPO / "schemas" / "result.schema.json").read_text())
@@ -346,9 +346,9 @@ def test_error_trends_put_the_worst_against_tolerance_first(reports):
 def test_the_legend_gives_every_verdict_a_code_in_headline_order(page):
     (legend,) = page.get_element_by_id("grid").xpath("p/span[@class='muted']")
     shown = legend.text_content()
-    positions = [shown.index(f"{report_model.VERDICT_CODES[name]} {name}") for name in VERDICTS]
+    positions = [shown.index(f"{VERDICT_CODES[name]} {name}") for name in VERDICTS]
     assert positions == sorted(positions)
-    assert set(report_model.VERDICT_CODES) == set(VERDICTS)
+    assert set(VERDICT_CODES) == set(VERDICTS)
 
 
 def test_the_page_is_self_contained_and_escapes_every_user_string(reports, page):

@@ -305,8 +305,8 @@ class BackendDescriptor:
     # "module:attribute" of a callable taking a ReproRequest and returning the ReproRunner it
     # wrote into the bundle (``python -m runner repro``); None: no repro bundles.
     repro: str | None = None
-    # The scenario steps it runs (runner.suite.scenarios.ACTIONS); (): no scenarios. `explore`
-    # draws only these.
+    # The scenario steps it runs (of runner.scenario.values.ACTIONS); (): no scenarios. The step
+    # skips a scenario with any other step, saying so (runner.skips); `explore` draws only these.
     scenario_actions: tuple[str, ...] = ()
 
     def checks(self) -> list[Diagnosis]:

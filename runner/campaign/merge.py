@@ -7,11 +7,14 @@ or a capture-mismatch's buffer modes) and the injected faults (a canary is never
 the rule explore itself applies within one run, so a bug shrunk to different scenarios on two
 targets is still one row, listing each.
 
-A finding is pinned when a scenario of the bugs folder expects its verdict, on the same model
-(``ExploredModel.digest``), with the same steps through the failing one (sessions renamed by
-first use, ``signature``): a suite scenario states its verdict, model and steps exactly, but
-not its failing step or message (its reason is prose), so these are what both sides can compare
-without running anything. Faults are not compared: a suite cannot carry ``--inject``.
+A scenario's finding is pinned when a scenario of the bugs folder expects its verdict on the
+same model (its content digest, ``suite_model``, computed alike from both suite files) with the
+same steps as the finding's, or its steps through the failing one (sessions renamed by first
+use, ``signature``): a suite scenario states its verdict, model and steps exactly, but not its
+failing step or message (its reason is prose), so these are what both sides can compare
+without running anything. A drawn model's finding (a suite of its cases) is pinned when a bugs
+suite holds the same model (its file's content, at a shape of its) and a ``cases:`` rule of it
+expects the verdict. Faults are not compared: a suite cannot carry ``--inject``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from runner.explore.record import GLOB, FindingRecord, RunRecord, read_record
 from runner.explore.space import suite_model
 from runner.selection import versioned_backends
 from runner.suite.loader import load_suite
+from runner.suite.spec import STATIC_SHAPE, Suite
 
 BugKey = tuple[str, str, str, tuple[str, ...]]  # verdict, action, text, faults
 EXPECTED_FOLDER = f"a folder explore wrote (its --out), holding its records ({GLOB})"
@@ -181,11 +185,12 @@ def merge(jobs: tuple[Job, ...], bugs_folder: Path) -> Campaign:
     return Campaign(tuple(bugs), Coverage(jobs), bugs_folder)
 
 
-PinKey = tuple[str, str, tuple]  # verdict, model digest, signature
+PinKey = tuple[str, str, tuple | None]  # verdict, model digest, steps (None: a suite's cases)
 
 
 def _pins(folder: Path) -> dict[PinKey, list[str]]:
-    """What each scenario of the bugs folder pins: its failing verdicts, model and steps."""
+    """What the bugs folder pins: each scenario its failing verdicts on its model and steps,
+    each suite its rules' failing verdicts on each of its models."""
     if not folder.is_dir():
         raise InvalidInput(f"{folder}: not a folder; expected the bugs suites (suites/bugs)")
     pins: dict[PinKey, list[str]] = {}
@@ -196,16 +201,33 @@ def _pins(folder: Path) -> dict[PinKey, list[str]]:
             for verdict in scenario.expectation.expect - {"pass"}:
                 key = (verdict, digest, signature(scenario))
                 pins.setdefault(key, []).append(f"{path}: {scenario.name}")
+        ruled = {v for rule in suite.cases for v in rule.expectation.expect} - {"pass"}
+        for name, digest in _model_digests(suite):
+            for verdict in ruled:
+                pins.setdefault((verdict, digest, None), []).append(f"{path}: {name}'s cases")
     return pins
+
+
+def _model_digests(suite: Suite) -> list[tuple[str, str]]:
+    return [
+        (model.name, suite_model(suite, model, shape).digest)
+        for model in suite.models
+        for shape in model.shapes or suite.shapes or (STATIC_SHAPE,)
+    ]
 
 
 def _pinned_by(seen: list[Sighting], pins: dict[PinKey, list[str]]) -> tuple[str, ...]:
     found: set[str] = set()
     for sighting in seen:
-        (scenario,) = load_suite(sighting.yaml, REGISTRY).scenarios
-        finding = sighting.finding
+        suite, finding = load_suite(sighting.yaml, REGISTRY), sighting.finding
+        if finding.failing_step is None:  # a drawn model's cases
+            for _, digest in _model_digests(suite):
+                found.update(pins.get((finding.verdict, digest, None), ()))
+            continue
+        (scenario,) = suite.scenarios
+        digest = suite_model(suite, scenario.model, scenario.shape).digest
         for steps in (scenario, cut_after(scenario, finding.failing_step)):
-            found.update(pins.get((finding.verdict, finding.digest, signature(steps)), ()))
+            found.update(pins.get((finding.verdict, digest, signature(steps)), ()))
     return tuple(sorted(found))
 
 
@@ -236,4 +258,4 @@ def _check_versions(seen: list[Sighting], jobs: tuple[Job, ...]) -> tuple[str, .
 
 
 def _shortest(sighting: Sighting) -> tuple:
-    return sighting.finding.steps, sighting.finding.yaml, str(sighting.job.folder)
+    return sighting.finding.size, sighting.finding.yaml, str(sighting.job.folder)

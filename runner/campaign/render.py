@@ -58,7 +58,8 @@ def markdown(campaign: Campaign) -> str:
         "",
         f"{len(campaign.bugs)} bug(s) found, **{len(new)} new**, "
         f"{len(campaign.bugs) - len(new)} pinned by {_cell(campaign.bugs_folder)}; "
-        f"{len(c.jobs)} job(s), {c.examples} scenarios, {c.steps} steps in {c.seconds:.0f} s "
+        f"{len(c.jobs)} job(s), {c.examples} examples (scenarios or models), {c.steps} steps "
+        f"or cases in {c.seconds:.0f} s "
         f"over {len(c.targets)} target(s) and {len(c.models)} model(s).",
         "",
     ]
@@ -72,11 +73,11 @@ def markdown(campaign: Campaign) -> str:
             lines.append(
                 f"| {'**new**' if bug.new else 'pinned'} | {_cell(verdict)} | {_cell(action)} | "
                 f"{_cell(bug.message)} | {_cell(', '.join(faults)) or '-'} | {_cell(_where(bug))}"
-                f" | {_cell(first.yaml)} ({first.finding.steps} steps{more}) |"
+                f" | {_cell(first.yaml)} ({first.finding.size} {first.finding.unit}{more}) |"
             )
         lines.append("")
     lines += [
-        "| target | version | jobs | scenarios | steps | seconds |",
+        "| target | version | jobs | examples | steps or cases | seconds |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for target, version in c.targets:
@@ -108,7 +109,7 @@ def as_data(campaign: Campaign) -> dict:
                         "version": s.job.record.version,
                         "yaml": str(s.yaml),
                         "bundle": str(s.bundle),
-                        "steps": s.finding.steps,
+                        "size": f"{s.finding.size} {s.finding.unit}",
                     }
                     for s in b.sightings
                 ],

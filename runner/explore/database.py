@@ -37,6 +37,8 @@ FORMAT = 1  # of the folder's layout: the newest this runner reads and the one i
 MARKER = "explore-database.json"
 KIND = "webgpu-capture-regress explore example databases"
 TEMPORARY = ".tmp"  # where values are written before they are renamed into place
+# What else the cache's folder of databases holds: the ops each target lacks (explore.space)
+LACKING = "lacking"
 # What a folder from before the marker holds: only databases named TARGET-HASH
 _UNMARKED_ENTRY = re.compile(r".+-[0-9a-f]{12}")
 EXPECTED = (
@@ -124,7 +126,8 @@ def check(root: Path, must_exist: bool = False) -> None:
         foreign = [
             e
             for e in entries
-            if e != TEMPORARY and not (_UNMARKED_ENTRY.fullmatch(e) and (root / e).is_dir())
+            if e not in (TEMPORARY, LACKING)
+            and not (_UNMARKED_ENTRY.fullmatch(e) and (root / e).is_dir())
         ]
         if foreign:  # a folder from before the marker holds databases only
             held = ", ".join(sorted(foreign)[:3]) + (", ..." if len(foreign) > 3 else "")

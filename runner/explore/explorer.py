@@ -22,14 +22,16 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
+import json
 import math
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
+from hypothesis import HealthCheck, Phase, Verbosity, given, reject, seed, settings
 from hypothesis.database import ExampleDatabase
 from hypothesis.internal.conjecture import engine as hypothesis_engine
 from hypothesis.stateful import run_state_machine_as_test
@@ -38,18 +40,21 @@ from runner.backends import REGISTRY, open_backend
 from runner.backends.base import Backend, BackendOptions, BackendTarget
 from runner.errors import EnvironmentUnusable
 from runner.explore import record
+from runner.explore.cases import ModelFailure, reproduce, run_cases, write_model_finding
 from runner.explore.database import example_database
 from runner.explore.finding import (
     BackendMachine,
     Failure,
     FailureKind,
-    FoundScenario,
+    Found,
+    finding_header,
+    found_by,
     signature,
     write_finding,
 )
 from runner.explore.machine import cut_after, machine_factory
-from runner.explore.space import ExploredModel, Space
-from runner.files import cache_root
+from runner.explore.space import ExploredModel, Space, lacking_file
+from runner.files import cache_root, write_atomic
 from runner.matrix import ScenarioTarget
 from runner.oracle import ReferenceCache
 from runner.step import Step
@@ -93,7 +98,7 @@ class ExploreRequest:
 
 @dataclass(frozen=True)
 class Explored:
-    findings: tuple[FoundScenario, ...]
+    findings: tuple[Found, ...]
     examples: int
     steps: int
     seconds: float
@@ -111,31 +116,75 @@ class _Examiner:
 
     def __init__(self, request: ExploreRequest, backend: Backend, say: Callable[[str], None]):
         self.request, self.backend, self.say = request, backend, say
-        # in memory: examples share their inputs' references
-        self.step = Step(ReferenceCache(None).references, request.options)
+        self.oracle = ReferenceCache(None).references  # in memory, shared by the examples
+        self.step = Step(self.oracle, request.options)
         self.began = self.said = time.monotonic()
         self.deadline = self.began + request.budget_s
-        self.examples = self.steps = 0  # distinct scenarios run, and their steps
-        self.outcomes: dict[tuple, Failure | None] = {}  # by _scenario_key: each runs once
-        self.shortest: dict[FailureKind, Failure] = {}
+        self.examples = self.steps = 0  # distinct examples run, and their steps (or cases)
+        # each example runs once: by _scenario_key, or a drawn model's digest (a string: why
+        # it was discarded)
+        self.outcomes: dict[Any, Failure | ModelFailure | str | None] = {}
+        self.lacking: dict[str, str] = {}  # ops the target lacks, learned while exploring
+        self.shortest: dict[FailureKind, Failure | ModelFailure] = {}
         self.first_seen: dict[FailureKind, tuple[int, float]] = {}  # examples, seconds
         self.known: set[FailureKind] = set()  # found by an earlier pass: passing now
         self.pending: list[FailureKind] = []  # found in this pass, shrinking
 
     def __call__(self, explored: ExploredModel, scenario: Scenario) -> None:
+        """A drawn scenario: run once, judged; raises when it fails."""
+        now = self._on_time()
+        fresh = _scenario_key(explored, scenario) not in self.outcomes
+        self._judged(self.outcome(explored, scenario), fresh, now)
+
+    def cases(self, explored: ExploredModel) -> None:
+        """A drawn model's cases: run once, judged; raises when one fails, rejects the example
+        when it is discarded (learning an op the target lacks)."""
+        now = self._on_time()
+        if set(explored.generated.ops) & self.lacking.keys():
+            reject()
+        fresh = explored.digest not in self.outcomes
+        if fresh:
+            ran = run_cases(explored, self.backend, self.oracle, self.request.options)
+            self.examples += 1
+            self.steps += len(ran.stepped)
+            failing = ran.failing
+            if ran.discarded:
+                self.outcomes[explored.digest] = ran.discarded
+                if ran.lacking and ran.lacking[0] not in self.lacking:
+                    self._learn(*ran.lacking)
+            else:
+                failure = failing and ModelFailure(explored, failing, ran.stepped)
+                self.outcomes[explored.digest] = failure
+        outcome = self.outcomes[explored.digest]
+        if isinstance(outcome, str):
+            reject()
+        self._judged(outcome, fresh, now)
+
+    def _on_time(self) -> float:
+        """Now, after the budget's check and the progress line that is due."""
         now = time.monotonic()
         if now > self.deadline + (self.grace() if self.pending else 0):
             raise BudgetSpent
         if now - self.said > PROGRESS_EVERY_S:
             self.said = now
             self.say(self.progress())
-        fresh = _scenario_key(explored, scenario) not in self.outcomes
-        failure = self.outcome(explored, scenario)
+        return now
+
+    def _judged(self, failure: Failure | ModelFailure | None, fresh: bool, now: float) -> None:
         if failure is None or failure.kind in self.known:
             return
         if fresh:
             self._keep(failure, now)
         raise _failure_type(failure.kind)(failure.result.message)
+
+    def _learn(self, op: str, why: str) -> None:
+        """`op` is not drawn again on this target and version (from the next pass, and the next
+        explore: kept in the cache folder)."""
+        self.lacking[op] = why
+        path = lacking_file(self.request.space.target)
+        known = json.loads(path.read_text()) if path.is_file() else {}
+        write_atomic(path, json.dumps({**known, op: why}, indent=1, sort_keys=True))
+        self.say(f"{self.request.space.target.id} lacks {op} ({why}): no longer drawn")
 
     def outcome(self, explored: ExploredModel, scenario: Scenario) -> Failure | None:
         """`scenario`'s failure, or None when it passed: run the first time it is asked for,
@@ -155,22 +204,22 @@ class _Examiner:
 
     def _keep(self, failure: Failure, now: float) -> None:
         """Tally a failing scenario just run: its kind if new, and it if its kind's shortest."""
-        kind, steps = failure.kind, len(failure.scenario.steps)
+        kind, size = failure.kind, failure.size
         if kind not in self.first_seen:
             self.first_seen[kind] = (self.examples, now - self.began)
             self.pending.append(kind)
-            self.say(f"failure: {failure.result.message} ({steps} steps); shrinking")
+            self.say(f"failure: {failure.result.message} ({size} {failure.unit}); shrinking")
         shortest = self.shortest.get(kind)
-        if shortest is not None and steps < len(shortest.scenario.steps):
-            self.say(f"shrunk {kind[0]} to {steps} steps")
-        if shortest is None or steps <= len(shortest.scenario.steps):
+        if shortest is not None and size < shortest.size:
+            self.say(f"shrunk {kind[0]} to {size} {failure.unit}")
+        if shortest is None or size <= shortest.size:
             self.shortest[kind] = failure  # Hypothesis shrinks: the later of equals is simpler
 
-    def cut(self, failure: Failure) -> Failure:
-        """`failure` without the steps after its failing one, when that scenario, run, fails
-        alike: Hypothesis may keep steps past the failure that cost nothing to keep (a
-        trailing ``release``), which a reader of the written file would wonder about."""
-        if failure.failing_step == len(failure.scenario.steps) - 1:
+    def cut(self, failure: Failure | ModelFailure) -> Failure | ModelFailure:
+        """A scenario's `failure` without the steps after its failing one, when that scenario,
+        run, fails alike: Hypothesis may keep steps past the failure that cost nothing to keep
+        (a trailing ``release``), which a reader of the written file would wonder about."""
+        if isinstance(failure, ModelFailure) or failure.failing_step == failure.size - 1:
             return failure
         scenario = cut_after(failure.scenario, failure.failing_step)
         cut = self.outcome(failure.explored, scenario)
@@ -204,16 +253,14 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         examine = _Examiner(request, backend, say)
         machine: BackendMachine | None = None  # asked once a finding needs it: by then the
         # target's own page is loaded (ort-web would load its default build's to answer)
-        findings: list[FoundScenario] = []
+        findings: list[Found] = []
         written: set[tuple] = set()
         database = _PassDatabase(examples_database)
         for pass_number in itertools.count(1):
             examine.pending.clear()
-            factory = machine_factory(space, examine)
-            if request.seed is not None:
-                factory = seed(request.seed + pass_number - 1)(factory)
+            pass_seed = None if request.seed is None else request.seed + pass_number - 1
             try:
-                spent = _run_pass(factory, database)
+                spent = _run_pass(_examples(space, examine, pass_seed), database)
             except ScenariosSkipped as skipped:
                 raise EnvironmentUnusable(
                     f"{target.id} skips scenarios on this machine, so explore has nothing to "
@@ -222,16 +269,15 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
             for kind in examine.pending:
                 examine.known.add(kind)
                 failure = examine.cut(examine.shortest[kind])
-                key = (failure.result.verdict, signature(failure.scenario))
-                if key in written:  # another kind shrank to the same scenario
+                if failure.signature in written:  # another kind shrank to the same example
                     continue
-                written.add(key)
+                written.add(failure.signature)
                 machine = machine or _machine(backend, target)
-                path = write_finding(failure, request.out, machine, options.inject, request.seed)
+                path = _write(failure, request, machine, say)
                 examples, seconds = examine.first_seen[kind]
-                findings.append(FoundScenario(failure, path, examples, seconds, spent))
-                steps = len(failure.scenario.steps)
-                say(f"found {failure.result.verdict} in {steps} steps: {path}")
+                found = Found(failure, path, examples, seconds, spent)
+                findings.append(found)
+                say(f"found {failure.result.verdict} in {found.size}: {path}")
             if spent or not examine.pending:
                 break
             # Later passes must not delete known failures from the database: there they are
@@ -266,8 +312,49 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
     return explored
 
 
-def _run_pass(factory, database: ExampleDatabase) -> bool:
-    """One Hypothesis run of the machine; whether the budget ended it."""
+def _write(
+    failure: Failure | ModelFailure,
+    request: ExploreRequest,
+    machine: BackendMachine,
+    say: Callable[[str], None],
+) -> Path:
+    """The finding's suite file (and its repro bundle beside it)."""
+    injected, seed_ = request.options.inject, request.seed
+    if isinstance(failure, Failure):
+        return write_finding(failure, request.out, machine, injected, seed_)
+    reason = found_by(request.space.target, machine, injected)
+    path = write_model_finding(
+        failure,
+        request.out,
+        reason,
+        lambda path: finding_header(path, injected, seed_, "generated"),
+    )
+    say(f"{path.name}: {reproduce(path, request.options, say)}")
+    return path
+
+
+def _examples(
+    space: Space, examine: _Examiner, pass_seed: int | None
+) -> Callable[[settings], None]:
+    """One Hypothesis run over the space's examples, under the settings it is given: scenarios
+    drawn by the state machine (``machine``), or a model drawn from the source and its cases."""
+    if space.source.draws == "scenarios":
+        factory = machine_factory(space, examine)
+        if pass_seed is not None:
+            factory = seed(pass_seed)(factory)
+        return lambda chosen: run_state_machine_as_test(factory, settings=chosen)
+
+    @given(space.source.strategy())
+    def drawn_model(model: ExploredModel) -> None:
+        examine.cases(model)
+
+    if pass_seed is not None:
+        drawn_model = seed(pass_seed)(drawn_model)
+    return lambda chosen: chosen(drawn_model)()
+
+
+def _run_pass(run: Callable[[settings], None], database: ExampleDatabase) -> bool:
+    """One Hypothesis run (``_examples``); whether the budget ended it."""
     run_settings = settings(
         database=database,
         phases=tuple(p for p in Phase if p != Phase.explain),
@@ -281,7 +368,7 @@ def _run_pass(factory, database: ExampleDatabase) -> bool:
     )
     try:
         with _uncapped_shrinking():
-            run_state_machine_as_test(factory, settings=run_settings)
+            run(run_settings)
     except BudgetSpent:
         return True
     except Exception as raised:  # what it found (one failure, a group, a flaky one): tallied
@@ -358,7 +445,7 @@ class _PassDatabase(ExampleDatabase):
 def _database_folder(space: Space, inject: frozenset[str], root: Path) -> Path:
     """One example database per target, faults and models: a choice sequence means a scenario
     only over the same models and steps."""
-    models = sorted(m.digest for m in space.models)
+    models = space.source.key()
     text = repr((space.target.id, space.target.version, sorted(inject), models, space.actions))
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     return root / f"{space.target.id.replace(':', '-')}-{digest}"

@@ -78,12 +78,26 @@ class Failure:
             text = f"inputs {step.inputs}, outputs {self.scenario.session(step.session).outputs}"
         return verdict, step.action, text
 
+    @property
+    def size(self) -> int:
+        return len(self.scenario.steps)
+
+    @property
+    def unit(self) -> str:
+        return "steps"
+
+    @property
+    def signature(self) -> tuple:
+        """What dedup compares: the verdict and the steps (``signature``)."""
+        return self.result.verdict, signature(self.scenario)
+
 
 @dataclass(frozen=True)
-class FoundScenario:
-    """A minimal failing scenario, where it was written and what was tried before it."""
+class Found:
+    """A minimal failing example (a scenario's ``Failure``, a drawn model's
+    ``runner.explore.cases.ModelFailure``), where it was written and what was tried before it."""
 
-    failure: Failure
+    failure: Any
     path: Path
     examples_before: int  # examples run in this explore before its first failure was seen
     seconds_to_first: float
@@ -93,8 +107,9 @@ class FoundScenario:
     shrinking_cut: bool = False
 
     @property
-    def steps(self) -> int:
-        return len(self.failure.scenario.steps)
+    def size(self) -> str:
+        """How big it is: ``3 steps``, ``2 nodes``."""
+        return f"{self.failure.size} {self.failure.unit}"
 
 
 def signature(scenario: Scenario) -> tuple:
@@ -109,6 +124,29 @@ def signature(scenario: Scenario) -> tuple:
     return sessions, steps
 
 
+def found_by(target: BackendTarget, machine: BackendMachine, injected: frozenset[str]) -> str:
+    """What a finding's reason says first: where explore found it."""
+    faults = f"; injected faults: {', '.join(sorted(injected))}" if injected else ""
+    return (
+        f"found by explore on {target.id} (version {machine.version}, adapter "
+        f"{machine.adapter}){faults}"
+    )
+
+
+def finding_header(
+    path: Path, injected: frozenset[str], seed: int | None, models: str = "suites"
+) -> str:
+    """A finding's suite file's first lines: its schema, and how to reproduce it."""
+    inject = "".join(f" --inject {f}" for f in sorted(injected))
+    drawn = " --models generated" if models == "generated" else ""
+    return (
+        "# yaml-language-server: $schema=../schemas/suite.schema.json\n"
+        f"# Found by `python -m runner explore{drawn}"
+        f"{f' --seed {seed}' if seed is not None else ''}`; "
+        f"reproduce it with:\n#   python -m runner run {path}{inject}\n"
+    )
+
+
 def write_finding(
     failure: Failure, out: Path, machine: BackendMachine, injected: frozenset[str], seed: int | None
 ) -> Path:
@@ -118,26 +156,17 @@ def write_finding(
     name = f"{verdict}-{digest[:10]}"
     path = out / f"{name}.yaml"
     model = failure.explored.model
-    faults = f"; injected faults: {', '.join(sorted(injected))}" if injected else ""
-    reason = (
-        f"found by explore on {target.id} (version {machine.version}, adapter "
-        f"{machine.adapter}){faults}: {failure.result.message}"
-    )
+    reason = f"{found_by(target, machine, injected)}: {failure.result.message}"
     scenario = {**scenario_entry(failure.scenario, name), "expect": verdict, "reason": reason}
     suite = {
         "name": f"found-{name}",
         "models": {model.name: _model_entry(failure.explored, out)},
         **({"shapes": [failure.explored.shape.as_dict()]} if failure.explored.shape.dims else {}),
-        "backends": [_backend_entry(target)],
+        "backends": [target.entry()],
         "exclude": [{"model": model.name}],  # the scenario alone
         "scenarios": [scenario],
     }
-    inject = "".join(f" --inject {f}" for f in sorted(injected))
-    header = (
-        "# yaml-language-server: $schema=../schemas/suite.schema.json\n"
-        f"# Found by `python -m runner explore`{f' --seed {seed}' if seed is not None else ''}; "
-        f"reproduce it with:\n#   python -m runner run {path}{inject}\n"
-    )
+    header = finding_header(path, injected, seed)
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(header + yaml.safe_dump(suite, sort_keys=False, width=100))
     _write_bundle(failure, out / name, path, machine, injected, seed)
@@ -178,14 +207,3 @@ def _model_entry(explored: ExploredModel, out: Path) -> dict[str, Any]:
     if "path" in entry:
         entry["path"] = os.path.relpath(entry["path"], out.resolve())
     return entry
-
-
-def _backend_entry(target: BackendTarget) -> str | dict[str, Any]:
-    entry: dict[str, Any] = {"name": target.name}
-    if target.version:
-        entry["version"] = target.version
-    if target.bundle:
-        entry["bundle"] = target.bundle
-    if target.adapter:
-        entry["adapter"] = target.adapter
-    return entry if len(entry) > 1 else target.name

@@ -1,7 +1,7 @@
 """Scenarios drawn by a Hypothesis rule-based state machine, one rule per step of the vocabulary.
 
-Each rule appends one ``ScenarioStep`` under the precondition the suite loader checks (a run
-on a live session, ``inputs: same`` after a run of that graph, ``create`` after ``release``,
+Each rule appends one ``ScenarioStep`` under the precondition the suite loader checks (a
+run on a live session, ``inputs: same`` after a run of that graph, ``create`` after ``release``,
 graph ids on capture sessions only), so every drawn scenario is one a suite could say; the
 teardown hands the finished scenario to ``examine``, which runs and judges it and raises when it
 fails. Hypothesis shrinks a failing scenario by dropping steps and simplifying their choices.
@@ -51,7 +51,7 @@ class ScenarioMachine(RuleBasedStateMachine):
     def __init__(self, space: Space, examine: Examine):
         super().__init__()
         self.space, self.examine = space, examine
-        self.model = space.models[0]
+        self.model: ExploredModel | None = None
         self.sessions: list[ScenarioSession] = []
         self.steps: list[ScenarioStep] = []
         self.alive: list[str] = []
@@ -71,7 +71,7 @@ class ScenarioMachine(RuleBasedStateMachine):
 
     @initialize(data=st.data())
     def choose_model(self, data):
-        self.model = data.draw(st.sampled_from(self.space.models), label="model")
+        self.model = data.draw(self.space.source.strategy(), label="model")
 
     @precondition(lambda self: len(self.sessions) < MAX_SESSIONS)
     @rule(data=st.data())

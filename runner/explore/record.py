@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import InvalidInput
-from runner.explore.finding import FoundScenario
+from runner.explore.finding import Failure, Found
 from runner.explore.space import Space
 from runner.files import write_atomic
 
@@ -31,11 +31,12 @@ class FindingRecord:
     record's folder)."""
 
     verdict: str
-    action: str  # the failing step's
-    text: str  # ``Failure.kind``'s: a backend's message, numbers left out, or buffer modes
+    action: str  # a scenario's failing step's; a drawn model's failing case's mode
+    text: str  # the failure's ``kind``: a backend's message, numbers left out, or buffer modes
     message: str  # the judge's, as the finding's reason quotes it
-    failing_step: int  # 0-based
-    steps: int
+    failing_step: int | None  # a scenario's, 0-based; None for a drawn model
+    size: int
+    unit: str  # of size: "steps" (a scenario), "nodes" (a drawn model)
     model: str
     digest: str  # ``ExploredModel.digest``
     yaml: str
@@ -61,7 +62,9 @@ class RunRecord:
     steps: int
     seconds: float
     started: str  # UTC, ISO 8601
-    models: tuple[tuple[str, str], ...]  # (name, digest) drawn from
+    draws: str  # what an example is: "scenarios" over the suites' models, or a model's "cases"
+    models: tuple[tuple[str, str], ...]  # (name, digest) of the suites' models drawn from
+    vocabulary: tuple[str, ...]  # the ops generated models were drawn from
     database: str  # its example database's folder (TARGET-HASH) in the folder of databases
     findings: tuple[FindingRecord, ...]
     format: int = FORMAT
@@ -81,7 +84,7 @@ def run_record(
     counts: tuple[int, int, float],  # examples, steps, seconds
     started: str,
     database: str,
-    found: tuple[FoundScenario, ...],
+    found: tuple[Found, ...],
     out: Path,
 ) -> RunRecord:
     """The record of an explore over `space` that found `found` (written under `out`)."""
@@ -96,8 +99,9 @@ def run_record(
                 action,
                 text,
                 failure.result.message,
-                failure.failing_step,
-                finding.steps,
+                failure.failing_step if isinstance(failure, Failure) else None,
+                failure.size,
+                failure.unit,
                 failure.explored.model.name,
                 failure.explored.digest,
                 str(finding.path.relative_to(out)),
@@ -121,7 +125,9 @@ def run_record(
         steps,
         round(seconds, 1),
         started,
-        tuple((m.model.name, m.digest) for m in space.models),
+        space.source.draws,
+        tuple((m.model.name, m.digest) for m in getattr(space.source, "models", ())),
+        tuple(getattr(space.source, "vocabulary", ())),
         database,
         tuple(findings),
     )
@@ -178,6 +184,7 @@ def _run_record(data: dict[str, Any]) -> RunRecord:
             **data,
             "inject": tuple(data["inject"]),
             "models": tuple((str(n), str(d)) for n, d in data["models"]),
+            "vocabulary": tuple(data["vocabulary"]),
             "findings": tuple(findings),
         }
     )

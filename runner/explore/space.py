@@ -1,10 +1,12 @@
 """What explore draws from: models from a source (``ModelSource``), on the one backend target
 the selection names.
 
-A source hands explore ``ExploredModel``s: each the model's declaration, the suite it runs in
-(tolerance, layouts, timeout), the shape, its `models:` entry as a finding's suite file writes it
-and its digest, which findings and the example database are keyed on. ``SuiteModels`` is the
-suites' own models; a source that generates models builds the same values.
+A source hands explore ``ExploredModel``s through a Hypothesis strategy: each the model's
+declaration, the suite it runs in (tolerance, layouts, timeout), the shape, its `models:` entry
+as a finding's suite file writes it and its digest, which findings and the example database are
+keyed on. ``SuiteModels`` is the suites' own models, over which explore draws scenarios;
+``GeneratedModels`` draws models itself (``runner.explore.generated``), each judged as a suite's
+cases are.
 """
 
 from __future__ import annotations
@@ -13,14 +15,19 @@ import fnmatch
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
+from hypothesis import strategies as st
 
 from runner.backends import REGISTRY, resolve_targets
 from runner.errors import InvalidInput
-from runner.selection import Selection, load
+from runner.explore.generated import OPS, GeneratedModel, generated_models, write_suite
+from runner.files import cache_root
+from runner.selection import Selection, load, named_targets
+from runner.suite import load_suite
 from runner.suite.spec import STATIC_SHAPE, BackendTarget, ModelSpec, Shape, Suite
 
 FILTER_KEYS = ("model", "suite")
@@ -36,13 +43,21 @@ class ExploredModel:
     # Its `models:` entry as a finding's suite writes it, a model file's `path` absolute
     entry: Mapping[str, Any]
     digest: str  # what tells it from other models: the entry, the file's content and the shape
+    generated: GeneratedModel | None = None  # a drawn model: its ops, layouts and tolerance
 
 
 class ModelSource(Protocol):
     """Where explore's models come from."""
 
-    def models(self) -> tuple[ExploredModel, ...]:
-        """The models to draw from; InvalidInput when there are none."""
+    # What an example is: "scenarios" (sessions over one model, ``runner.explore.machine``) or
+    # "cases" (the model's case matrix: its layouts, eager and capture)
+    draws: str
+
+    def strategy(self) -> st.SearchStrategy[ExploredModel]:
+        """The models an example draws from, simplest first."""
+
+    def key(self) -> str:
+        """What tells this source's examples from another's (the example database's key)."""
 
 
 def suite_model(suite: Suite, model: ModelSpec, shape: Shape) -> ExploredModel:
@@ -59,74 +74,153 @@ def suite_model(suite: Suite, model: ModelSpec, shape: Shape) -> ExploredModel:
 
 @dataclass(frozen=True)
 class SuiteModels:
-    """The suites' encoders and model files (``model=`` or ``suite=`` filters), each at the
-    shape its scenarios default to; explore draws no decoder loop and no op test."""
+    """The suites' encoders and model files, each at the shape its scenarios default to;
+    explore draws scenarios over them (no decoder loop and no op test)."""
 
-    suites: tuple[Suite, ...]
-    filters: tuple[str, ...] = ()
+    models: tuple[ExploredModel, ...]
+    draws = "scenarios"
 
-    def models(self) -> tuple[ExploredModel, ...]:
+    @classmethod
+    def of(cls, suites: tuple[Suite, ...], filters: tuple[str, ...] = ()) -> SuiteModels:
+        """Those of `suites` that `filters` (``model=`` or ``suite=`` globs) keep;
+        InvalidInput when none is left."""
         models = tuple(
             suite_model(suite, model, (model.shapes or suite.shapes or (STATIC_SHAPE,))[0])
-            for suite in self.suites
+            for suite in suites
             for model in suite.models
-            if model.op_test is None and model.decoder is None and self._wanted(suite, model)
+            if model.op_test is None and model.decoder is None and _wanted(suite, model, filters)
         )
         if not models:
             raise InvalidInput(
                 "no model to explore: the suites have no encoder or model file"
-                + (f" matching {', '.join(self.filters)}" if self.filters else "")
+                + (f" matching {', '.join(filters)}" if filters else "")
                 + " (explore draws no decoder loop and no op test)"
             )
-        return models
+        return cls(models)
 
-    def _wanted(self, suite: Suite, model: ModelSpec) -> bool:
-        fields = {"model": model.name, "suite": suite.name}
-        return all(
-            fnmatch.fnmatchcase(fields[key], glob)
-            for key, _, glob in (f.partition("=") for f in self.filters)
+    def strategy(self) -> st.SearchStrategy[ExploredModel]:
+        return st.sampled_from(self.models)
+
+    def key(self) -> str:
+        return repr(sorted(m.digest for m in self.models))
+
+
+def _wanted(suite: Suite, model: ModelSpec, filters: tuple[str, ...]) -> bool:
+    fields = {"model": model.name, "suite": suite.name}
+    return all(
+        fnmatch.fnmatchcase(fields[key], glob)
+        for key, _, glob in (f.partition("=") for f in filters)
+    )
+
+
+@dataclass(frozen=True)
+class GeneratedModels:
+    """Models drawn from an op vocabulary, each written as a suite of its own into `folder`
+    and judged as its cases are (eager, capture, its layouts back to back)."""
+
+    vocabulary: tuple[str, ...]
+    target: BackendTarget
+    folder: Path  # where drawn models and their suites are written while explore runs
+    draws = "cases"
+
+    def strategy(self) -> st.SearchStrategy[ExploredModel]:
+        return generated_models(self.vocabulary).map(self._explored)
+
+    def key(self) -> str:
+        return repr(("generated", self.vocabulary))
+
+    def _explored(self, generated: GeneratedModel) -> ExploredModel:
+        written = write_suite(generated, self.folder, self.target.entry())
+        suite = replace(load_suite(written.path, REGISTRY), backends=(self.target,))
+        model = suite.models[0]
+        entry = {"path": str(self.folder / f"{written.model_name}.onnx")}
+        return ExploredModel(suite, model, STATIC_SHAPE, entry, generated.digest, generated)
+
+
+def vocabulary(ops: tuple[str, ...], lacking: Mapping[str, str]) -> tuple[str, ...]:
+    """The ops to draw: `ops` (all of ``OPS`` when empty) but those the target lacks;
+    InvalidInput for an unknown op or an empty vocabulary."""
+    unknown = sorted(set(ops) - OPS.keys())
+    if unknown:
+        raise InvalidInput(
+            f"--ops {', '.join(unknown)}: no such op to draw; expected some of {', '.join(OPS)}"
         )
+    wanted = tuple(op for op in OPS if op in (ops or OPS) and op not in lacking)
+    if not wanted:
+        lacks = "; ".join(f"{op}: {why}" for op, why in sorted(lacking.items()) if op in ops)
+        raise InvalidInput(
+            f"--ops {', '.join(ops)}: nothing left to draw, the target lacks them ({lacks}); "
+            f"expected an op of {', '.join(op for op in OPS if op not in lacking)}"
+        )
+    return wanted
 
 
 @dataclass(frozen=True)
 class Space:
-    """The models, the target and the steps its backend runs."""
+    """Where models come from, the target and the scenario steps its backend runs."""
 
-    models: tuple[ExploredModel, ...]
+    source: ModelSource
     target: BackendTarget
     actions: tuple[str, ...]
 
 
 def explore_space(
-    selection: Selection, inject: frozenset[str], source: ModelSource | None = None
+    selection: Selection, inject: frozenset[str], models: str = "suites", ops: tuple[str, ...] = ()
 ) -> Space:
-    """`source`'s models (None: the selection's encoders and model files, ``SuiteModels``) on
-    the selection's one backend target, resolved; InvalidInput for anything else."""
+    """The selection's one backend target, resolved, and where models come from: the
+    selection's encoders and model files (`models` "suites", ``SuiteModels``) or models drawn
+    from `ops` ("generated", ``GeneratedModels``); InvalidInput for anything else."""
     for pattern in selection.filters:
         key, sep, _ = pattern.partition("=")
         if not sep or key not in FILTER_KEYS:
             raise InvalidInput(
                 f"--filter {pattern!r}: explore filters models; expected model=GLOB or suite=GLOB"
             )
-    suites = load(selection)
-    targets = list(dict.fromkeys(t for suite in suites for t in suite.backends))
+    if models not in ("suites", "generated"):
+        raise InvalidInput(f"--models {models}: expected suites or generated")
+    suites = load(selection) if selection.suites else []
+    if suites:
+        targets = list(dict.fromkeys(t for suite in suites for t in suite.backends))
+    else:
+        targets = named_targets(selection)
     if len(targets) != 1:
         raise InvalidInput(
             f"explore runs on one backend target; --backend names {len(targets)}: "
-            f"{', '.join(t.id for t in targets)} (name one build, e.g. ort-web:webgpu)"
+            f"{', '.join(t.id for t in targets) or 'none'} (name one build, e.g. ort-web:webgpu)"
         )
     target = resolve_targets(targets)[targets[0]]
     descriptor = REGISTRY[target.name]
-    if not descriptor.scenario_actions:
-        explorable = [d.name for d in REGISTRY.values() if d.scenario_actions]
-        raise InvalidInput(
-            f"{target.name} runs no scenarios; explore one of {', '.join(explorable)}"
-        )
     unknown = sorted(inject - set(descriptor.faults))
     if unknown:
         raise InvalidInput(
             f"--inject {', '.join(unknown)}: no such fault on {target.name}; expected one of "
             f"{', '.join(descriptor.faults) or '(none)'}"
         )
-    source = source or SuiteModels(tuple(suites), selection.filters)
-    return Space(source.models(), target, descriptor.scenario_actions)
+    if models == "generated":
+        drawn = vocabulary(ops, learned_lacking(target))
+        source: ModelSource = GeneratedModels(drawn, target, cache_root() / "explore" / "models")
+        return Space(source, target, descriptor.scenario_actions)
+    if ops:
+        raise InvalidInput("--ops draws generated models: it needs --models generated")
+    if not descriptor.scenario_actions:
+        explorable = [d.name for d in REGISTRY.values() if d.scenario_actions]
+        raise InvalidInput(
+            f"{target.name} runs no scenarios; explore one of {', '.join(explorable)}"
+        )
+    if not suites:
+        raise InvalidInput("explore draws scenarios over the models of the suites named: name one")
+    return Space(
+        SuiteModels.of(tuple(suites), selection.filters), target, descriptor.scenario_actions
+    )
+
+
+def lacking_file(target: BackendTarget) -> Path:
+    """Where explore keeps what ops `target` (this build and version) lacks on its GPU path."""
+    name = f"{target.id}@{target.version}" if target.version else target.id
+    return cache_root() / "explore" / "lacking" / f"{name.replace(':', '-')}.json"
+
+
+def learned_lacking(target: BackendTarget) -> dict[str, str]:
+    """Op -> why `target` lacks it, as earlier explores learned (none yet: {})."""
+    path = lacking_file(target)
+    return json.loads(path.read_text()) if path.is_file() else {}

@@ -20,7 +20,6 @@ from runner.report.model import (
     FILTERS,
     GRID_RUNS,
     NO_BUNDLE,
-    VERDICT_CODES,
     Attrs,
     Badge,
     CaseRow,
@@ -59,7 +58,7 @@ from runner.report.model import (
 )
 from runner.report.svg import line_chart, sparkline, stacked_bars
 from runner.repro.command import repro_command
-from runner.verdicts import FAILING_OUTCOMES, VERDICTS
+from runner.verdicts import FAILING_OUTCOMES, VERDICT_CODES, VERDICTS
 
 
 def facet_attrs(row: Mapping[str, Any], keys: tuple[str, ...] = tuple(FILTERS)) -> Attrs:

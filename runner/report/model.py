@@ -20,6 +20,7 @@ from markupsafe import Markup
 from runner.history import CaseResult, RunRecord
 from runner.report.analysis import KIND_LABELS, outcome_kind
 from runner.report.links import bug_url
+from runner.verdicts import VERDICT_CODES
 
 TITLE = "WebGPU capture regression report"
 
@@ -35,22 +36,6 @@ FILTERS = {"backend": "backend", "bundle": "build", "verdict": "verdict", "suite
 
 NO_BUNDLE = "none"  # the build filter's value for backends without builds (wgpu, reference)
 
-VERDICT_CODES = {  # one per runner.verdicts.VERDICTS; the legend lists them in that order
-    "pass": "✓",
-    "skipped": "–",
-    "stale-layout": "SL",
-    "wrong-graph": "WG",
-    "stale-input": "SI",
-    "capture-not-engaged": "NE",
-    "capture-mismatch": "CM",
-    "nondeterministic": "ND",
-    "reference-mismatch": "RM",
-    "capture-unsupported": "CU",
-    "unsupported-op": "UO",
-    "timeout": "TO",
-    "error": "ER",
-    "expected-mismatch": "EM",
-}
 
 # Section ids in page order, with their name in the navigation.
 SECTIONS = {

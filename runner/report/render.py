@@ -19,8 +19,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from runner.report.analysis import KIND_LABELS
-from runner.report.model import DATA_FILE, VERDICT_CODES, Badge, Report, case_anchor
-from runner.verdicts import VERDICTS
+from runner.report.model import DATA_FILE, Badge, Report, case_anchor
+from runner.verdicts import VERDICT_CODES, VERDICTS
 
 CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'self' 'unsafe-inline'; "

@@ -20,18 +20,7 @@ from runner.matrix import Case
 from runner.newcase import case_snippet
 from runner.schedule import BASE, Feed
 from runner.suite.spec import Tolerance
-from runner.verdicts import VERDICTS
-
-# What each verdict looks like from outside, for the title.
-SYMPTOMS = {
-    "stale-layout": "graph capture replays an earlier session's constants",
-    "capture-mismatch": "graph capture output differs from eager",
-    "capture-not-engaged": "enableGraphCapture does not capture (replays rebuild bind groups)",
-    "nondeterministic": "graph capture replays of one input disagree",
-    "reference-mismatch": "output differs from onnxruntime CPU",
-    "stale-input": "graph capture replays return an earlier run's inputs' output",
-    "wrong-graph": "a captured graph returns another graph's result",
-}
+from runner.verdicts import SYMPTOMS, VERDICTS
 
 
 @dataclass(frozen=True)

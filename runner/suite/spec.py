@@ -41,6 +41,17 @@ class BackendTarget:
         name = f"{self.name}@{self.label}" if self.label else self.name
         return f"{name}:{self.bundle}" if self.bundle else name
 
+    def entry(self) -> str | dict[str, Any]:
+        """The target as a suite's ``backends:`` entry names it (a finding's suite file)."""
+        entry: dict[str, Any] = {"name": self.name}
+        if self.version:
+            entry["version"] = self.version
+        if self.bundle:
+            entry["bundle"] = self.bundle
+        if self.adapter:
+            entry["adapter"] = self.adapter
+        return entry if len(entry) > 1 else self.name
+
     @property
     def build_id(self) -> str:
         """``name[:build]`` whatever the version: what ``backend=`` filters and rules match,

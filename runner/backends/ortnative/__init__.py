@@ -15,7 +15,7 @@ This module is the descriptor: plain data, importing no onnxruntime.
 
 from runner.backends.base import BackendDescriptor
 from runner.backends.ortnative.faults import FAULTS
-from runner.scenario.values import ACTIONS
+from runner.scenario.values import CREATE, DISPOSE, RELEASE, RELEASE_GRAPH, RUN
 
 DESCRIPTOR = BackendDescriptor(
     name="ort-native",
@@ -30,5 +30,5 @@ DESCRIPTOR = BackendDescriptor(
     ),
     runtime="onnxruntime",
     faults=FAULTS,
-    scenario_actions=ACTIONS,
+    scenario_actions=(RUN, DISPOSE, RELEASE_GRAPH, RELEASE, CREATE),  # the steps ep.py runs
 )

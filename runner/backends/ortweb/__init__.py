@@ -7,7 +7,7 @@ into the cache folder on first use.
 
 from runner.backends.base import BackendDescriptor
 from runner.backends.ortweb.package import BUILDS
-from runner.scenario.values import ACTIONS, RELEASE_GRAPH
+from runner.scenario.values import CREATE, DISPOSE, RELEASE, RUN
 
 DESCRIPTOR = BackendDescriptor(
     name="ort-web",
@@ -19,8 +19,9 @@ DESCRIPTOR = BackendDescriptor(
     versions="runner.backends.ortweb.versions:resolve",
     offline_versions="runner.backends.ortweb.versions:resolve_offline",
     version_history="runner.backends.ortweb.versions:registry",
-    # onnxruntime-web has no API to release a captured graph (only a session)
-    scenario_actions=tuple(a for a in ACTIONS if a != RELEASE_GRAPH),
+    # the steps scenario.mjs runs; onnxruntime-web has no API to release a captured graph (only
+    # a session), so a scenario with `release-graph` is skipped, saying so (runner.skips)
+    scenario_actions=(RUN, DISPOSE, RELEASE, CREATE),
     repro="runner.backends.ortweb.repro:write_runner",
     # Tensor types passed to and from the page; numpy and onnxruntime-web spell them alike.
     element_types=frozenset(

@@ -40,6 +40,6 @@ DESCRIPTOR = BackendDescriptor(
     runtime="wgpu-native",
     faults=FAULTS,
     isolated=True,
-    scenario_actions=ACTIONS,
+    scenario_actions=ACTIONS,  # every step: the scenario runner every other is compared with
     repro="runner.backends.wgpu.repro:write_runner",
 )

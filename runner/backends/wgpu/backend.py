@@ -1,8 +1,11 @@
 """``WgpuBackend``: runs cases as WGSL compute kernels on the adapter wgpu finds.
 
-One device per adapter preference, opened once and kept for the backend's life, with its
-sessions (prepared models), pipelines, bind groups and captures; see ``executor`` for how
-eager and capture runs differ, and ``faults`` for the bugs a case can inject.
+A device of its own for each layout-change sequence (and each scenario), with its sessions
+(prepared models), pipelines, bind groups and captures: the cases of a sequence share them, so a
+stale binding between its layouts stays observable, and nothing an earlier sequence left
+reaches a later one (a result does not depend on which suites ran before it, and an explored
+example's verdict is its own). See ``executor`` for how eager and capture runs differ, and
+``faults`` for the bugs a case can inject.
 """
 
 from __future__ import annotations
@@ -43,19 +46,25 @@ class WgpuBackend:
 
     def __init__(self, options: BackendOptions):
         self.options = options
-        self._devices: dict[str | None, Device] = {}
-        self._device(options.adapter)  # fail now, not per case, if there is no adapter
+        self._owner: tuple | None = None  # what the open device serves: a sequence, a scenario
+        self._opened: Device | None = None
+        probe = Device.open(options.adapter)  # fail now, not per case, if there is no adapter
+        self._adapter_info = adapter_environment(probe.adapter)
+        probe.device.destroy()
 
-    def _device(self, preference: str | None) -> Device:
-        if preference not in self._devices:
-            self._devices[preference] = Device.open(preference)
-        return self._devices[preference]
+    def _device(self, preference: str | None, owner: tuple) -> Device:
+        """The device of `owner` (a case's sequence, a scenario run), opened afresh when the
+        owner or the adapter preference changes."""
+        if (owner, preference) != self._owner:
+            self.close()
+            self._owner, self._opened = (owner, preference), Device.open(preference)
+        return self._opened
 
     def environment(self) -> dict[str, Any]:
         return {
             "wgpu": wgpu.__version__,
             "wgpu_native": wgpu.backends.wgpu_native.__version__,
-            "adapter": adapter_environment(self._device(self.options.adapter).adapter),
+            "adapter": self._adapter_info,
             "faults": sorted(Faults.of(self.options.inject).names),
         }
 
@@ -81,14 +90,14 @@ class WgpuBackend:
 
     def _scenario(self, plan: ScenarioWork) -> ScenarioRun:
         """A scenario's steps on the device (``scenario``); never raises for its own failure."""
-        device = self._device(self.options.adapter or plan.target.adapter)
+        device = self._device(self.options.adapter or plan.target.adapter, (object(),))
         with logged_errors():
             return run_scenario(device, plan, Faults.of(plan.inject, self.options.inject))
 
     def close(self) -> None:
-        for device in self._devices.values():
-            device.device.destroy()
-        self._devices.clear()
+        if self._opened is not None:
+            self._opened.device.destroy()
+        self._owner = self._opened = None
 
     def _session(
         self, device: Device, workload: Workload, faults: Faults, variant: Variant = BASE
@@ -102,13 +111,13 @@ class WgpuBackend:
         key = digest(model, shapes, sorted(dims.items()), order, outputs, faults.in_kernels)
         if key in device.sessions:
             return device.sessions[key], False
-        plan = prepare(workload.model, inputs, order, outputs, dims, faults.kernel)
+        plan = prepare(workload.model, inputs, order, outputs, dims, faults.compose)
         session = Session(device, plan, len(device.sessions) + 1)
         device.sessions[key] = session
         return session, True
 
     def _run(self, case: Case, workload: Workload, errors: list[str]) -> BackendRun:
-        device = self._device(self.options.adapter or case.backend.adapter)
+        device = self._device(self.options.adapter or case.backend.adapter, case.sequence)
         start = device.counters.snapshot()
         began = time.perf_counter()
         faults = Faults.of(case.inject, self.options.inject)  # the pipeline merges them too

@@ -12,10 +12,11 @@ case looks up (nor the shape-only cache).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from runner.backends.wgpu.kernels import Kernel
+from runner.backends.wgpu.kernels import Kernel, Program, compose
 
 SHAPE_ONLY_CAPTURE_CACHE = "shape-only-capture-cache"
 ROW_MEAN_SKIPS_FIRST = "row-mean-skips-first"
@@ -26,6 +27,8 @@ INPUT_SNAPSHOT_AT_CAPTURE = "input-snapshot-at-capture"
 GRAPHS_SHARE_INPUTS = "graphs-share-inputs"
 LENGTHS_FROZEN_AT_CAPTURE = "lengths-frozen-at-capture"
 CACHE_FROZEN_AT_CAPTURE = "cache-frozen-at-capture"
+PROGRAM_KEY_WITHOUT_ATTRIBUTE = "program-key-without-attribute"
+PROGRAM_KEY_WITHOUT_RANK = "program-key-without-rank"
 
 FAULTS: dict[str, str] = {
     SHAPE_ONLY_CAPTURE_CACHE: "key the capture cache by input/output shapes alone, so a "
@@ -58,6 +61,15 @@ FAULTS: dict[str, str] = {
     CACHE_FROZEN_AT_CAPTURE: "a decoder's capture binds a copy of the recording step's KV "
     "caches: every replayed decode step reads the cache as the capture step had it, a cache "
     "the replays never advance (capture-mismatch from the first replay)",
+    PROGRAM_KEY_WITHOUT_ATTRIBUTE: "the device's program (pipeline) cache keys a kernel by its "
+    "op, element types, rank and uniform struct, not by what its attributes compile into (Gelu's "
+    "approximate, Cast's target, Softmax's axis...): a second node of one op that differs only "
+    "in an attribute silently runs the first one's shader, in every mode and in every session "
+    "on the device (reference-mismatch; cf. onnxruntime#15710, #24317)",
+    PROGRAM_KEY_WITHOUT_RANK: "the device's program cache keys a kernel without its tensors' "
+    "rank: a second node of one op over tensors of another rank runs the first one's shader, "
+    "indexing its operands with the first one's dimensions (reference-mismatch; cf. "
+    "onnxruntime#18387, a key missing the dispatch's dimensionality)",
 }
 
 # What the decoder faults freeze at capture: the graph inputs whose names start so.
@@ -106,6 +118,28 @@ REVERSED_SUM = KernelEdit(
 KERNEL_EDITS = {ROW_MEAN_SKIPS_FIRST: SKIP_FIRST_IN_MEAN}
 
 
+def _without_attributes(program: Program) -> str:
+    """The kernel's label (op, element types, rank) and uniform struct: not its body."""
+    return f"{program.kernel.name}|{program.layout.wgsl()}"
+
+
+def _without_rank(program: Program) -> str:
+    """The whole program but the rank: its label without ``;rN`` and its body without the
+    per-dimension lines (what a key of the op, types and attributes alone would see)."""
+    kernel = program.kernel
+    label = re.sub(r";r\d+", "", kernel.name)
+    body = re.sub(r"  let c\d+ = .*\n(?:  \w+ [-+]= .*\n)*", "", kernel.body)
+    return f"{label}|{body}|{kernel.helpers}"
+
+
+# Faults that coarsen the program cache's key: programs that differ in what the key leaves out
+# share the pipeline compiled first, under a key of the fault's own (no clean program's).
+PROGRAM_KEYS = {
+    PROGRAM_KEY_WITHOUT_ATTRIBUTE: _without_attributes,
+    PROGRAM_KEY_WITHOUT_RANK: _without_rank,
+}
+
+
 @dataclass(frozen=True)
 class Faults:
     """The faults of this backend active for one case."""
@@ -122,8 +156,8 @@ class Faults:
 
     @property
     def in_kernels(self) -> tuple[str, ...]:
-        """Those that change the compiled kernels: part of the session key."""
-        return tuple(sorted(self.names & KERNEL_EDITS.keys()))
+        """Those that change the compiled kernels or their keys: part of the session key."""
+        return tuple(sorted(self.names & (KERNEL_EDITS.keys() | PROGRAM_KEYS.keys())))
 
     @property
     def in_recording(self) -> tuple[str, ...]:
@@ -148,8 +182,12 @@ class Faults:
         """Whether a capture this case records may be found by shape: only a clean one."""
         return self.names <= {SHAPE_ONLY_CAPTURE_CACHE}
 
-    def kernel(self, kernel: Kernel) -> Kernel:
-        """``kernel`` as the active kernel faults compile it (itself without one)."""
-        for name in self.in_kernels:
+    def compose(self, kernel: Kernel, order: tuple[str, ...]) -> Program:
+        """``kernel``'s program under the uniform `order`, as the active kernel faults compile
+        it and the active key faults key it (``kernels.compose`` without one)."""
+        for name in sorted(self.names & KERNEL_EDITS.keys()):
             kernel = KERNEL_EDITS[name](kernel)
-        return kernel
+        program = compose(kernel, order)
+        for name in sorted(self.names & PROGRAM_KEYS.keys()):
+            program = dataclasses.replace(program, key=f"!{name}|{PROGRAM_KEYS[name](program)}")
+        return program

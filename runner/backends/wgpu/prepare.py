@@ -65,25 +65,21 @@ def prepare(
     uniform_order: Sequence[str] = (),
     outputs: Sequence[str] = (),
     dims: Mapping[str, int] | None = None,
-    edit: Callable[[Kernel], Kernel] | None = None,
+    program: Callable[[Kernel, tuple[str, ...]], Program] = compose,
 ) -> Plan:
     """Plan ``model`` for ``inputs``' shapes (symbolic ``dims`` pinned to the case's values);
-    raises UnsupportedOp for an op without a kernel. ``edit``: an injected fault's change to
-    each kernel before it is composed (``faults.Faults.kernel``)."""
+    raises UnsupportedOp for an op without a kernel. ``program``: how each kernel becomes a
+    program under the uniform order (injected faults' edits and keys: ``Faults.compose``)."""
     proto = onnx.load_from_string(model)
     order, outputs = tuple(uniform_order), tuple(outputs)
-    return _Planner(proto, inputs, order, outputs, dims or {}, edit or _unedited).plan()
-
-
-def _unedited(kernel: Kernel) -> Kernel:
-    return kernel
+    return _Planner(proto, inputs, order, outputs, dims or {}, program).plan()
 
 
 class _Planner:
-    def __init__(self, proto, inputs, order, outputs, dims, edit):
+    def __init__(self, proto, inputs, order, outputs, dims, program):
         self.proto = proto
         self.order = order
-        self.edit = edit
+        self.program = program
         graph = proto.graph
         opsets = {o.domain: o.version for o in proto.opset_import}
         self.opset = opsets.get("", opsets.get("ai.onnx", 1))
@@ -154,7 +150,7 @@ class _Planner:
                     operands.append(self._buffer(derived))
             out = node.output[launch.output]
             self.storage[out] = out
-            program = compose(self.edit(launch.kernel), self.order)
+            program = self.program(launch.kernel, self.order)
             step = Step(view.name, program, tuple(operands), out, launch.values, launch.invocations)
             self.producer[out] = len(self.steps)
             self.steps.append(step)

@@ -69,7 +69,7 @@ def _session(device, sessions, model, step, faults, workload, inputs, dims, role
     key = (step["workload"], faults.in_kernels, role)
     if key not in sessions:
         order, outputs = workload["uniformOrder"], workload["outputs"]
-        plan = prepare(model, inputs, order, outputs, dims, faults.kernel)
+        plan = prepare(model, inputs, order, outputs, dims, faults.compose)
         sessions[key] = Session(device, plan, len(sessions) + 1)
     return sessions[key]
 

@@ -59,7 +59,7 @@ def run_steps(
             workload.uniform_order,
             workload.output_names,
             workload.shape,
-            faults.kernel,
+            faults.compose,
         )
         sessions: dict[str, Session] = {}
         captures: dict[str, dict[int, Capture]] = {}

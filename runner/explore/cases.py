@@ -1,0 +1,200 @@
+"""A drawn model's cases: run and judged as a suite's are, told apart when they fail, and
+written as a finding that ``run`` reproduces.
+
+An example is one generated model (``runner.explore.generated``) and its case matrix: each
+layout eager, then captured, on one device, the first layout captured again at the end. Its
+cases step through one ``Step`` (``runner.step``), so a capture is judged against its eager
+twin, onnxruntime CPU and the layouts captured before it. An example whose reference cannot be
+had (onnxruntime CPU refuses the model, or computes NaN or infinity) is discarded, and so is
+one using an op the target lacks on its GPU path, which is learned and not drawn again: neither
+is a finding.
+
+Two failures are the same bug while exploring when they share the verdict, the failing case's
+mode and, for a backend's own failure, its message (``ModelFailure.kind``): stable while
+Hypothesis shrinks the model; two findings are the same when they share the verdict, the ops of
+the shrunk model and the message (``ModelFailure.signature``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from runner.backends.base import Backend, BackendOptions
+from runner.explore.generated import GeneratedModel, write_suite
+from runner.explore.space import ExploredModel
+from runner.history import CaseResult
+from runner.matrix import Case, expand_suite
+from runner.pipeline import execute
+from runner.repro.command import ReproOptions
+from runner.repro.make import make_bundle
+from runner.selection import Selection, select
+from runner.step import Oracle, Step, Stepped
+from runner.verdicts import FAILING_OUTCOMES
+
+BACKEND_FAILURES = frozenset({"error", "capture-unsupported", "unsupported-op", "timeout"})
+
+
+@dataclass(frozen=True)
+class CasesRun:
+    """What an example's cases gave: every case's step, or why the example is discarded."""
+
+    stepped: tuple[Stepped, ...] = ()
+    discarded: str = ""  # why it is no finding either way
+    lacking: tuple[str, str] | None = None  # (op, why): an op the target does not run
+
+    @property
+    def failing(self) -> Stepped | None:
+        """The first case that did not pass."""
+        return next((s for s in self.stepped if s.judgement.verdict != "pass"), None)
+
+
+def run_cases(
+    explored: ExploredModel, backend: Backend, oracle: Oracle, options: BackendOptions
+) -> CasesRun:
+    """`explored`'s cases stepped in matrix order (all of them: a finding says what each
+    gives)."""
+    step = Step(oracle, options)
+    stepped: list[Stepped] = []
+    for case in expand_suite(explored.suite):
+        case = dataclasses.replace(case, inject=case.inject | options.inject)
+        done = step.run(case, backend)
+        stepped.append(done)
+        why = _discard(done)
+        if why:
+            return CasesRun(discarded=why, lacking=_lacking(done))
+    return CasesRun(tuple(stepped))
+
+
+def _discard(stepped: Stepped) -> str:
+    if stepped.no_reference:
+        return stepped.no_reference
+    for outputs in stepped.references.values():
+        for name, value in outputs.items():
+            if not np.isfinite(np.asarray(value, dtype=np.float64)).all():
+                return f"onnxruntime CPU's {name!r} holds NaN or infinity"
+    if stepped.run.status == "unsupported-op":
+        return stepped.run.message
+    return ""
+
+
+def _lacking(stepped: Stepped) -> tuple[str, str] | None:
+    """The op the backend said it lacks, if it named one."""
+    op = stepped.run.details.get("op") if stepped.run.status == "unsupported-op" else None
+    return (op, stepped.run.message) if op else None
+
+
+@dataclass(frozen=True)
+class ModelFailure:
+    """A drawn model one of whose cases did not pass."""
+
+    explored: ExploredModel
+    stepped: Stepped  # the failing case's step
+    cases: tuple[Stepped, ...]  # every case stepped, the failing one last
+
+    @property
+    def generated(self) -> GeneratedModel:
+        return self.explored.generated
+
+    @property
+    def result(self) -> CaseResult:
+        return self.stepped.result("explore")
+
+    @property
+    def case(self) -> Case:
+        return self.stepped.case
+
+    @property
+    def kind(self) -> tuple[str, str, str]:
+        verdict = self.result.verdict
+        text = ""
+        if verdict in BACKEND_FAILURES:
+            text = re.sub(r"\d+", "N", self.result.message)
+        return verdict, self.case.id.rpartition("/")[2], text
+
+    @property
+    def size(self) -> int:
+        return self.generated.nodes
+
+    @property
+    def unit(self) -> str:
+        return "nodes"
+
+    @property
+    def signature(self) -> tuple:
+        """What dedup compares: the verdict, the ops and the message without numbers or
+        names."""
+        message = re.sub(r"'[^']*'|\d+(\.\d+)?(e-?\d+)?", "_", self.result.message)
+        return self.result.verdict, tuple(sorted(set(self.generated.ops))), message
+
+
+def write_model_finding(
+    failure: ModelFailure,
+    out: Path,
+    reason: str,
+    header: Callable[[Path], str],
+) -> Path:
+    """``out/<verdict>-<hash>.yaml`` and its model file: a suite of the model on its target,
+    expecting what each case that did not pass gave. `header` says how to reproduce it."""
+    verdict = failure.result.verdict
+    digest = hashlib.sha256(repr((verdict, failure.generated.digest)).encode()).hexdigest()
+    name = f"{verdict}-{digest[:10]}"
+    rules = [
+        {
+            "match": {"id": f"*/{_layout_and_mode(s.case)}"},
+            "expect": s.judgement.verdict,
+            "reason": f"{reason}: {s.judgement.message}",
+        }
+        for s in failure.cases
+        if s.judgement.verdict != "pass"
+    ]
+    path = out / f"{name}.yaml"
+    written = write_suite(
+        failure.generated,
+        out,
+        failure.case.backend.entry(),
+        extra={"cases": rules},
+        header=header(path),
+        name=name,
+    )
+    return written.path
+
+
+def _layout_and_mode(case: Case) -> str:
+    """The end of a case's id that tells it from the model's other cases."""
+    *_, layout, _backend, mode = case.id.split("/")
+    return f"{layout}/*/{mode}"
+
+
+def reproduce(path: Path, options: BackendOptions, say: Callable[[str], None]) -> str:
+    """Runs the finding's suite file as ``run`` does, on a backend of its own, and bundles its
+    first unexpected result with ``repro`` into the folder beside it (its faults carried, as
+    injected); what it says of the run. Raises nothing for a finding that does not reproduce:
+    it says so."""
+    with tempfile.TemporaryDirectory(prefix="explore-finding-") as reports:
+        cases = select(Selection((path,)))
+        summary = execute(cases, Path(reports), options, localize=True)
+        failing = [r for r in summary.results if r.verdict not in ("pass", "skipped")]
+        unexpected = [r for r in summary.results if r.outcome in FAILING_OUTCOMES]
+        if unexpected:
+            return (
+                f"did not reproduce under run: {unexpected[0].case_id} gave "
+                f"{unexpected[0].verdict}: {unexpected[0].message}"
+            )
+        if not failing:
+            return "reproduced under run (every case as expected); nothing to bundle"
+        bundled = failing[0]
+        node = bundled.divergent_node or {}
+        node = f"{node['name']} ({node['op_type']})" if "name" in node else None
+        repro = ReproOptions(out=path.with_suffix(""), with_fault=bool(options.inject), force=True)
+        made = make_bundle(Path(reports), bundled.result_id, repro, lambda text: None)
+        where = f", first divergent node {node}" if node else ""
+        say(f"bundled {bundled.case_id} ({made.verdict}{where}) in {made.folder}")
+        return f"reproduced under run ({len(failing)} failing case(s), as expected){where}"

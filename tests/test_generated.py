@@ -1,0 +1,256 @@
+"""explore --models generated: drawn models valid by construction and under key pressure, the
+tolerance rule, the program-key faults firing on real wgpu (and quiet clean), each canary found
+and shrunk by explore, findings that reproduce under `run`, what a target lacks learned, and bad
+input refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import yaml
+from hypothesis import HealthCheck, find, given, settings
+from onnx import TensorProto, helper
+
+from runner.backends.base import BackendOptions, CaseWork
+from runner.backends.wgpu.backend import WgpuBackend
+from runner.explore import generated
+from runner.explore.generated import OPS, generated_models, tolerance
+from runner.explore.space import learned_lacking, vocabulary
+from runner.oracle import compute_reference
+from runner.suite.spec import BackendTarget
+from tests.test_wgpu_kernels import make_case, make_workload
+
+from .conftest import REPO, regress
+
+EVERY_OP = tuple(OPS)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(generated_models(EVERY_OP))
+def test_drawn_models_are_valid_and_onnxruntime_runs_them(drawn):
+    model = onnx.load_from_string(drawn.model)
+    onnx.checker.check_model(model, full_check=True)
+    session = ort.InferenceSession(drawn.model, providers=["CPUExecutionProvider"])
+    feeds = {
+        i.name: np.zeros([d.dim_value for d in i.type.tensor_type.shape.dim], np.float32)
+        for i in model.graph.input
+    }
+    outputs = session.run(None, feeds)
+    assert len(outputs) == len(model.graph.output) >= 1
+    assert 1 <= drawn.nodes <= 2 * generated.MAX_NODES  # a Cast brings its scaling Mul
+    assert drawn.tolerance.abs >= 1e-4
+
+
+def _attributes(node: onnx.NodeProto) -> dict:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _model(drawn) -> onnx.ModelProto:
+    return onnx.load_from_string(drawn.model)
+
+
+def test_the_draw_puts_twins_of_one_op_in_one_graph():
+    """Key pressure: twins that differ only in an attribute, or in their operand's rank, and a
+    model whose second layout differs only in its layer norm's epsilon (the seed's class)."""
+
+    def attribute_twins(drawn) -> bool:
+        casts = [n for n in _model(drawn).graph.node if n.op_type == "Cast"]
+        return len({_attributes(n)["to"] for n in casts}) == 2
+
+    def rank_twins(drawn) -> bool:
+        model = onnx.shape_inference.infer_shapes(_model(drawn))
+        ranks = {
+            v.name: len(v.type.tensor_type.shape.dim)
+            for v in [*model.graph.input, *model.graph.value_info]
+        }
+        relus = [n for n in model.graph.node if n.op_type == "Relu"]
+        return len({ranks[n.input[0]] for n in relus}) == 2
+
+    twins = settings(max_examples=2000, database=None, suppress_health_check=list(HealthCheck))
+    for reached in (attribute_twins, rank_twins, lambda drawn: bool(drawn.layouts)):
+        drawn = find(generated_models(EVERY_OP), reached, settings=twins)
+        assert drawn.nodes <= 2 * generated.MAX_NODES  # a Cast brings its scaling Mul
+    layered = find(generated_models(EVERY_OP), lambda d: bool(d.layouts), settings=twins)
+    assert "LayerNormalization" in layered.ops
+    assert layered.layouts[0] == {"label": "default"}
+    assert set(layered.layouts[1]["values"]) == {"eps"}
+
+
+def test_the_tolerance_follows_the_longest_reduction():
+    assert tolerance(1).abs == 1e-4 and tolerance(1).rel == 1e-4
+    assert tolerance(5).abs == 1e-4  # a few terms: the floor
+    assert tolerance(64).abs == pytest.approx(64 * 2e-5)
+
+
+def _graph(nodes, inputs, output_shape) -> onnx.ModelProto:
+    model = helper.make_model(
+        helper.make_graph(
+            nodes,
+            "twins",
+            [
+                helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+                for name, shape in inputs
+            ],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, output_shape)],
+        ),
+        opset_imports=[helper.make_opsetid("", generated.OPSET)],
+    )
+    model.ir_version = generated.IR_VERSION
+    return model
+
+
+def _max_error(model: onnx.ModelProto, feeds: dict, fault: str | None) -> float:
+    workload = make_workload(model, feeds)
+    backend = WgpuBackend(BackendOptions(inject=frozenset([fault] if fault else [])))
+    try:
+        run = backend.run(CaseWork(make_case(), workload))
+    finally:
+        backend.close()
+    assert run.status == "ok", run.message
+    return float(np.abs(run.outputs["y"] - compute_reference(workload)["y"]).max())
+
+
+@pytest.mark.gpu
+def test_the_program_key_faults_fire_on_their_twins_and_are_quiet_on_a_clean_run():
+    rng = np.random.default_rng(0)
+    x2, x3 = rng.uniform(-1, 1, (3, 4)).astype(np.float32), rng.uniform(-1, 1, (2, 3, 4))
+    casts = _graph(  # two Casts of one input, to int32 and to bool, summed back as floats
+        [
+            helper.make_node("Cast", ["x"], ["i"], to=TensorProto.INT32),
+            helper.make_node("Cast", ["x"], ["b"], to=TensorProto.BOOL),
+            helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+            helper.make_node("Cast", ["b"], ["fb"], to=TensorProto.FLOAT),
+            helper.make_node("Add", ["fi", "fb"], ["y"]),
+        ],
+        [("x", [3, 4])],
+        [3, 4],
+    )
+    relus = _graph(  # Relu over a rank-2 input, then over a rank-3 one
+        [
+            helper.make_node("Relu", ["x"], ["a"]),
+            helper.make_node("Relu", ["z"], ["b"]),
+            helper.make_node("Add", ["a", "b"], ["y"]),
+        ],
+        [("x", [3, 4]), ("z", [2, 3, 4])],
+        [2, 3, 4],
+    )
+    attribute, rank = "program-key-without-attribute", "program-key-without-rank"
+    cast_feeds = {"x": 4 * x2}
+    relu_feeds = {"x": x2, "z": x3.astype(np.float32)}
+    assert _max_error(casts, cast_feeds, None) == 0.0
+    assert _max_error(casts, cast_feeds, attribute) >= 1.0  # the bool Cast ran the int one
+    assert _max_error(casts, cast_feeds, rank) == 0.0  # one rank: nothing to confuse
+    assert _max_error(relus, relu_feeds, None) == 0.0
+    assert _max_error(relus, relu_feeds, rank) > 0.1  # rank 3 indexed as rank 2
+    assert _max_error(relus, relu_feeds, attribute) == 0.0  # the label holds the rank
+
+
+def _explore(tmp_path: Path, *args: str, budget: str = "60s") -> tuple[int, str]:
+    done = regress(
+        "explore",
+        "--models",
+        "generated",
+        "--backend",
+        "wgpu",
+        "--budget",
+        budget,
+        "--out",
+        str(tmp_path / "found"),
+        *args,
+        cwd=REPO,
+        env={"REGRESS_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("fault", "verdict", "most_nodes"),
+    [
+        ("program-key-without-attribute", "reference-mismatch", 4),
+        ("program-key-without-rank", "reference-mismatch", 3),
+        ("shape-only-capture-cache", "stale-layout", 1),
+    ],
+)
+def test_explore_finds_each_program_key_canary_shrunk_and_reproducible(
+    tmp_path, fault, verdict, most_nodes
+):
+    code, printed = _explore(tmp_path, "--inject", fault, "--seed", "1")
+    assert code == 1, printed
+    [found] = sorted((tmp_path / "found").glob("*.yaml"))
+    assert found.name.startswith(verdict), printed
+    suite = yaml.safe_load(found.read_text())
+    [model] = suite["models"].values()
+    nodes = len(onnx.load(found.parent / model["path"]).graph.node)
+    assert nodes <= most_nodes, printed
+    assert f"{found.name}: reproduced under run" in printed, printed
+    assert (found.with_suffix("") / "ISSUE.md").is_file()  # its repro bundle
+    rerun = regress("run", str(found), "--inject", fault, "--out", str(tmp_path / "rerun"))
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+
+
+@pytest.mark.gpu
+def test_a_clean_explore_finds_nothing(tmp_path):
+    code, printed = _explore(tmp_path, "--seed", "3", budget="30s")
+    assert code == 0, printed
+    assert "nothing found" in printed
+    assert not list((tmp_path / "found").glob("*.yaml"))
+
+
+@pytest.mark.gpu
+def test_an_op_the_target_lacks_is_learned_and_no_longer_drawn(tmp_path, monkeypatch):
+    """wgpu has no Floor kernel: an explore that may draw it learns so, keeps it in the cache
+    folder, and the next explore's vocabulary leaves it out (a lone Floor: exit 2)."""
+    monkeypatch.setitem(OPS, "Floor", generated._unary("Floor"))
+    monkeypatch.setenv("REGRESS_CACHE_DIR", str(tmp_path / "cache"))
+    from runner.cli import main
+
+    code = main(
+        ["explore", "--models", "generated", "--backend", "wgpu", "--ops", "Floor,Relu"]
+        + ["--budget", "10s", "--seed", "1", "--out", str(tmp_path / "found")]
+    )
+    assert code == 0
+    lacking = learned_lacking(BackendTarget("wgpu"))
+    assert list(lacking) == ["Floor"] and "Floor" in lacking["Floor"]
+    assert vocabulary(("Floor", "Relu"), lacking) == ("Relu",)
+    assert main(["explore", "--models", "generated", "--backend", "wgpu", "--ops", "Floor"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "budget", "said"),
+    [
+        (
+            ["--ops", "Relu,Nope"],
+            "60s",
+            "--ops Nope: no such op to draw; expected some of Relu, Add",
+        ),
+        ([], "5s", "--budget 5s: too short to run one generated model and shrink it"),
+    ],
+)
+def test_bad_generated_explore_options_exit_2_saying_what_is_expected(tmp_path, args, budget, said):
+    code, printed = _explore(tmp_path, *args, budget=budget)
+    assert code == 2, printed
+    assert said in printed and "Traceback" not in printed
+
+
+def test_ops_need_generated_models(tmp_path):
+    done = regress("explore", "suites/smoke.yaml", "--backend", "wgpu", "--ops", "Relu", cwd=REPO)
+    assert done.returncode == 2
+    assert "--ops draws generated models: it needs --models generated" in done.stderr
+
+
+def test_the_learned_file_is_per_target_and_version(tmp_path, monkeypatch):
+    monkeypatch.setenv("REGRESS_CACHE_DIR", str(tmp_path))
+    target = BackendTarget("ort-web", "webgpu", version="1.30.0")
+    from runner.explore.space import lacking_file
+
+    path = lacking_file(target)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"Erf": "capture refused: a CPU fallback"}))
+    assert learned_lacking(target) == {"Erf": "capture refused: a CPU fallback"}
+    assert learned_lacking(BackendTarget("ort-web", "webgpu", version="1.29.0")) == {}
