@@ -216,6 +216,28 @@ def test_the_next_campaigns_databases_are_the_jobs_and_the_targets_no_job_ran(jo
     )
 
 
+def test_a_backend_failure_a_bugs_reason_quotes_is_pinned_and_another_message_is_not(tmp_path):
+    """A real ort-web explore (tests/data/explore-ort-web): its gpuBufferMetadata TypeError,
+    shrunk to other steps than suites/bugs/' cases (outputs `rewrite`, not `fresh`), is pinned
+    by the cases whose reason quotes its message; its clean-up trap ("memory access out of
+    bounds", where the pinned case's reason says "null function") is new."""
+    merged = _report(tmp_path, [REPO / "tests" / "data" / "explore-ort-web"])
+    rows = {(row["verdict"], row["text"]): row for row in merged["bugs"]}
+    assert len(rows) == len(merged["bugs"]) == 6
+    message = "Cannot set properties of undefined (setting 'Symbol(gpuBufferMetadata)')"
+    type_error = rows[("error", message)]
+    bugs = REPO / "suites" / "bugs"
+    assert not type_error["new"]
+    assert {
+        f"{bugs / 'ort-prealloc-replay-after-other-run.yaml'}: "
+        "fresh-prealloc-replay-after-other-run (its message)",
+        f"{bugs / 'ort-held-output.yaml'}: prealloc-replay-while-output-held (its message)",
+    } <= set(type_error["pinned_by"])
+    trap = next(row for (verdict, text), row in rows.items() if "clean-up" in text)
+    assert trap["new"] and trap["seen_on"] == [["ort-web:webgpu", "1.30.0"]]
+    assert sum(row["new"] for row in merged["bugs"]) == 5
+
+
 RECORD = {"kind": "explore-run", "format": 1}
 
 

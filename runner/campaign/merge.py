@@ -14,19 +14,23 @@ use, ``signature``): a suite scenario states its verdict, model and steps exactl
 failing step or message (its reason is prose), so these are what both sides can compare
 without running anything. A drawn model's finding (a suite of its cases) is pinned when a bugs
 suite holds the same model (its file's content, at a shape of its) and a ``cases:`` rule of it
-expects the verdict. Faults are not compared: a suite cannot carry ``--inject``.
+expects the verdict. A backend's own failure (an error, a refusal) is also pinned when a bugs
+scenario or rule expecting its verdict quotes its message in its reason (numbers left out,
+spaces folded): the same text from another trigger is the same bug. Faults are not compared:
+a suite cannot carry ``--inject``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from runner.backends import REGISTRY
 from runner.errors import InvalidInput
-from runner.explore.finding import signature
+from runner.explore.finding import BACKEND_FAILURES, signature
 from runner.explore.machine import cut_after
 from runner.explore.record import GLOB, FindingRecord, RunRecord, read_record
 from runner.explore.space import suite_model
@@ -186,6 +190,7 @@ def merge(jobs: tuple[Job, ...], bugs_folder: Path) -> Campaign:
 
 
 PinKey = tuple[str, str, tuple | None]  # verdict, model digest, steps (None: a suite's cases)
+QUOTED_MIN = 16  # characters of a message a reason must quote: "unreachable" is no bug's name
 
 
 def _pins(folder: Path) -> dict[PinKey, list[str]]:
@@ -201,11 +206,37 @@ def _pins(folder: Path) -> dict[PinKey, list[str]]:
             for verdict in scenario.expectation.expect - {"pass"}:
                 key = (verdict, digest, signature(scenario))
                 pins.setdefault(key, []).append(f"{path}: {scenario.name}")
+                quoted = (verdict, _folded(scenario.expectation.reason or ""), None)
+                pins.setdefault(quoted, []).append(f"{path}: {scenario.name} (its message)")
         ruled = {v for rule in suite.cases for v in rule.expectation.expect} - {"pass"}
         for name, digest in _model_digests(suite):
             for verdict in ruled:
                 pins.setdefault((verdict, digest, None), []).append(f"{path}: {name}'s cases")
+        for rule in suite.cases:
+            for verdict in rule.expectation.expect - {"pass"}:
+                quoted = (verdict, _folded(rule.expectation.reason or ""), None)
+                pins.setdefault(quoted, []).append(f"{path}: a cases: rule (its message)")
     return pins
+
+
+def _folded(text: str) -> str:
+    """`text` as messages are compared: numbers left out, white space folded."""
+    return " ".join(re.sub(r"\d+", "N", text).split())
+
+
+def _quoting(finding: FindingRecord, pins: dict[PinKey, list[str]]) -> set[str]:
+    """The bugs' scenarios and rules expecting a backend failure's verdict whose reason quotes
+    its message."""
+    text = _folded(finding.text)
+    if finding.verdict not in BACKEND_FAILURES or len(text) < QUOTED_MIN:
+        return set()
+    return {
+        where
+        for (verdict, reason, steps), places in pins.items()
+        if steps is None and verdict == finding.verdict and text in reason
+        for where in places
+        if where.endswith("(its message)")
+    }
 
 
 def _model_digests(suite: Suite) -> list[tuple[str, str]]:
@@ -220,6 +251,7 @@ def _pinned_by(seen: list[Sighting], pins: dict[PinKey, list[str]]) -> tuple[str
     found: set[str] = set()
     for sighting in seen:
         suite, finding = load_suite(sighting.yaml, REGISTRY), sighting.finding
+        found.update(_quoting(finding, pins))
         if finding.failing_step is None:  # a drawn model's cases
             for _, digest in _model_digests(suite):
                 found.update(pins.get((finding.verdict, digest, None), ()))
