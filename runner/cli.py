@@ -313,9 +313,71 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument(
         "--out", type=Path, default=DEFAULT_FOUND, help="where findings go (found/)"
     )
+    explore.add_argument(
+        "--database",
+        type=Path,
+        metavar="DIR",
+        help="the folder of example databases to replay and add to, shared by many explores "
+        "at once (default: the cache folder's explore/)",
+    )
+    explore.add_argument(
+        "--replay-from",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also replay the examples of this folder of databases (e.g. an earlier "
+        "campaign's, downloaded), never writing it; repeatable",
+    )
     explore.add_argument("--timeout", type=float, help="seconds per scenario (the suite's)")
     explore.add_argument("--adapter", help="wgpu adapter: name substring or backend type")
     explore.add_argument("--chromium", help="Chromium executable for ort-web")
+
+    explore_report = commands.add_parser(
+        "explore-report",
+        help="merge explores' findings (their --out folders): one row per bug, new or pinned "
+        "by suites/bugs/, and what they covered",
+    )
+    explore_report.add_argument(
+        "found", nargs="+", type=Path, metavar="FOUND", help="folders explore wrote (--out)"
+    )
+    explore_report.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT / "explore",
+        help="where index.html, summary.md and bugs.json go (reports/explore/)",
+    )
+    explore_report.add_argument(
+        "--bugs",
+        type=Path,
+        default=DEFAULT_SUITES / "bugs",
+        metavar="DIR",
+        help="the suites whose scenarios pin known bugs (suites/bugs/)",
+    )
+    explore_report.add_argument(
+        "--database",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a job's folder of example databases (its explore --database), merged into "
+        "--database-out; repeatable",
+    )
+    explore_report.add_argument(
+        "--previous-database",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="the campaign's databases the jobs replayed (--replay-from): those of targets no "
+        "job ran are carried into --database-out",
+    )
+    explore_report.add_argument(
+        "--database-out",
+        type=Path,
+        metavar="DIR",
+        help="where the next campaign's folder of databases goes",
+    )
 
     commands.add_parser("doctor", help="say what this machine offers and how to fix what is not")
     return parser
@@ -517,7 +579,9 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
             f"expected at least {MIN_MODEL_BUDGET_S:g}s"
         )
     space = explore_space(_selection(args), inject, args.models, ops)
-    request = ExploreRequest(space, args.budget, args.out, options, args.seed)
+    request = ExploreRequest(
+        space, args.budget, args.out, options, args.seed, args.database, tuple(args.replay_from)
+    )
     explored = explore(request, lambda text: console.print(escape(text)))
     what, parts = (
         ("scenarios", "steps") if space.source.draws == "scenarios" else ("models", "cases")
@@ -542,6 +606,34 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
     if not explored.findings:
         print("nothing found")
     return ExitCode.UNEXPECTED if explored.findings else ExitCode.OK
+
+
+def cmd_explore_report(args: argparse.Namespace) -> ExitCode:
+    """Exit 0 whatever was found (a campaign's new finding is news, not a failure); 2 on a
+    folder or record it cannot read."""
+    from runner.campaign.merge import merge, read_jobs
+    from runner.campaign.render import write_report
+    from runner.explore.database import merge_folders
+
+    if (args.database or args.previous_database) and not args.database_out:
+        raise InvalidInput("--database and --previous-database merge into --database-out: name it")
+    jobs = read_jobs(args.found)
+    campaign = merge(jobs, args.bugs)
+    if args.database_out:
+        ran = {job.record.database for job in jobs}
+        merge_folders(args.database_out, args.database, args.previous_database, ran)
+        print(f"example databases for the next campaign: {args.database_out}")
+    html, summary, _ = write_report(campaign, args.out)
+    new = sum(bug.new for bug in campaign.bugs)
+    print(
+        f"{len(campaign.bugs)} bug(s) over {len(campaign.coverage.jobs)} explore(s): {new} new, "
+        f"{len(campaign.bugs) - new} pinned by {args.bugs}; {html}, {summary}"
+    )
+    for bug in campaign.bugs:
+        where = ", ".join(f"{t} {v}" for t, v in bug.where)
+        mark = "new" if bug.new else "pinned"
+        print(f"{mark}: {bug.verdict} at {bug.key[1]} on {where}: {bug.scenarios[0].yaml}")
+    return ExitCode.OK
 
 
 def cmd_doctor(args: argparse.Namespace) -> ExitCode:
@@ -569,6 +661,7 @@ COMMANDS = {
     "repro": cmd_repro,
     "bisect": cmd_bisect,
     "explore": cmd_explore,
+    "explore-report": cmd_explore_report,
     "doctor": cmd_doctor,
 }
 

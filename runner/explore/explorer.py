@@ -35,14 +35,16 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, reject, seed, settings
-from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+from hypothesis.database import ExampleDatabase
 from hypothesis.internal.conjecture import engine as hypothesis_engine
 from hypothesis.stateful import run_state_machine_as_test
 
 from runner.backends import REGISTRY, open_backend
 from runner.backends.base import Backend, BackendOptions, BackendTarget
 from runner.errors import EnvironmentUnusable
+from runner.explore import record
 from runner.explore.cases import ModelFailure, reproduce, run_cases, write_model_finding
+from runner.explore.database import example_database
 from runner.explore.finding import (
     BackendMachine,
     Failure,
@@ -94,6 +96,7 @@ class ExploreRequest:
     options: BackendOptions
     seed: int | None = None
     databases: Path | None = None  # where example databases go; None: the cache folder's
+    replay_from: tuple[Path, ...] = ()  # folders of databases replayed, never written
 
 
 @dataclass(frozen=True)
@@ -249,11 +252,12 @@ class _Examiner:
 def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
     space, options = request.space, request.options
     target = space.target
+    root = request.databases or cache_root() / "explore"
+    database_folder = _database_folder(space, options.inject, root)
+    # checked before anything runs: a folder refused leaves nothing written
+    examples_database = example_database(root, database_folder.name, request.replay_from)
     REGISTRY[target.name].prepared([target], say)
-    database_folder = _database_folder(
-        space, options.inject, request.databases or cache_root() / "explore"
-    )
-    began = time.monotonic()
+    began, started = time.monotonic(), record.now()
     # every example on a device (a page) of its own: its verdict is its own, as Hypothesis needs
     backend = open_backend(target.name, dataclasses.replace(options, fresh_sequences=True))
     try:
@@ -263,7 +267,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         # target's own page is loaded (ort-web would load its default build's to answer)
         findings: list[Found] = []
         written: set[tuple] = set()
-        database = _PassDatabase(DirectoryBasedExampleDatabase(database_folder))
+        database = _PassDatabase(examples_database)
         for pass_number in itertools.count(1):
             examine.pending.clear()
             pass_seed = None if request.seed is None else request.seed + pass_number - 1
@@ -292,15 +296,32 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
             # known, not fixed, and the next explore should replay them first.
             database = _PassDatabase(database.inner, keep_fetched=True)
         say(examine.progress())
+        machine = machine or _machine(backend, target)
     finally:
         backend.close()
-    return Explored(
+    explored = Explored(
         tuple(findings),
         examine.examples,
         examine.steps,
         time.monotonic() - began,
         database_folder,
     )
+    counts = (explored.examples, explored.steps, explored.seconds)
+    done = record.run_record(
+        space,
+        machine.version,
+        machine.adapter,
+        options.inject,
+        request.seed,
+        request.budget_s,
+        counts,
+        started,
+        database_folder.name,
+        explored.findings,
+        request.out,
+    )
+    record.write_record(request.out, done)  # what explore-report merges
+    return explored
 
 
 def _write(

@@ -1,0 +1,124 @@
+"""The merged findings as pages: ``index.html`` (Jinja2, autoescaped: every message, path and
+reason came from a run or a suite), ``summary.md`` for a CI job's page and ``bugs.json``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+from runner.campaign.merge import Bug, Campaign
+from runner.files import write_atomic
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+
+
+def write_report(campaign: Campaign, out: Path) -> tuple[Path, Path, Path]:
+    """`out`/index.html, summary.md and bugs.json, each written whole."""
+    out.mkdir(parents=True, exist_ok=True)
+
+    def link(path: Path) -> str:
+        return os.path.relpath(path.resolve(), out.resolve())
+
+    env = Environment(
+        loader=PackageLoader("runner.campaign", "templates"),
+        autoescape=select_autoescape(["j2"], default_for_string=True, default=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    page = env.get_template("report.html.j2").render(c=campaign, link=link, CSP=CSP)
+    html = write_atomic(out / "index.html", page.encode())
+    summary = write_atomic(out / "summary.md", markdown(campaign).encode())
+    data = write_atomic(
+        out / "bugs.json", (json.dumps(as_data(campaign), indent=2) + "\n").encode()
+    )
+    return html, summary, data
+
+
+def _cell(text: object) -> str:
+    """Text in a Markdown table cell: no pipe, newline or markup of its own."""
+    plain = str(text).replace("\n", " ").replace("|", "\\|")
+    for char in "`*_[]<>":
+        plain = plain.replace(char, "\\" + char)
+    return plain
+
+
+def _where(bug: Bug) -> str:
+    return ", ".join(f"{t} {v}" for t, v in bug.where)
+
+
+def markdown(campaign: Campaign) -> str:
+    c = campaign.coverage
+    new = [b for b in campaign.bugs if b.new]
+    lines = [
+        "## explore campaign",
+        "",
+        f"{len(campaign.bugs)} bug(s) found, **{len(new)} new**, "
+        f"{len(campaign.bugs) - len(new)} pinned by {_cell(campaign.bugs_folder)}; "
+        f"{len(c.jobs)} job(s), {c.examples} examples (scenarios or models), {c.steps} steps "
+        f"or cases in {c.seconds:.0f} s "
+        f"over {len(c.targets)} target(s) and {len(c.models)} model(s).",
+        "",
+    ]
+    if campaign.bugs:
+        lines += ["| | verdict | failing step | message | faults | seen on | finding |"]
+        lines += ["| --- | --- | --- | --- | --- | --- | --- |"]
+        for bug in campaign.bugs:
+            verdict, action, _, faults = bug.key
+            first, others = bug.scenarios[0], len(bug.scenarios) - 1
+            more = f"; {others} other scenario(s)" if others else ""
+            lines.append(
+                f"| {'**new**' if bug.new else 'pinned'} | {_cell(verdict)} | {_cell(action)} | "
+                f"{_cell(bug.message)} | {_cell(', '.join(faults)) or '-'} | {_cell(_where(bug))}"
+                f" | {_cell(first.yaml)} ({first.finding.size} {first.finding.unit}{more}) |"
+            )
+        lines.append("")
+    lines += [
+        "| target | version | jobs | examples | steps or cases | seconds |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for target, version in c.targets:
+        jobs = [j for j in c.jobs if (j.record.target, j.record.version) == (target, version)]
+        lines.append(
+            f"| {_cell(target)} | {_cell(version)} | {len(jobs)} | "
+            f"{sum(j.record.examples for j in jobs)} | {sum(j.record.steps for j in jobs)} | "
+            f"{sum(j.record.seconds for j in jobs):.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def as_data(campaign: Campaign) -> dict:
+    """The merged rows for other tools."""
+    return {
+        "bugs": [
+            {
+                "verdict": b.key[0],
+                "action": b.key[1],
+                "text": b.key[2],
+                "faults": list(b.key[3]),
+                "new": b.new,
+                "pinned_by": list(b.pinned_by),
+                "message": b.message,
+                "seen_on": [list(w) for w in b.where],
+                "findings": [
+                    {
+                        "target": s.job.record.target,
+                        "version": s.job.record.version,
+                        "yaml": str(s.yaml),
+                        "bundle": str(s.bundle),
+                        "size": f"{s.finding.size} {s.finding.unit}",
+                    }
+                    for s in b.sightings
+                ],
+                "check_versions": list(b.check_versions),
+            }
+            for b in campaign.bugs
+        ],
+        "jobs": [
+            {"folder": str(j.folder), "target": j.record.target, "version": j.record.version}
+            for j in campaign.coverage.jobs
+        ],
+    }
