@@ -73,7 +73,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     wgpu_filtered = regress("list", "suites", "--filter", "backend=wgpu", env=no_npm)
     assert wgpu_filtered.returncode == 0, wgpu_filtered.stderr
     native = regress("list", "suites", "--backend", "ort-native", env=no_npm)  # pip's versions
-    assert native.returncode == 0 and len(native.stdout.splitlines()) == 68, native.stderr
+    assert native.returncode == 0 and len(native.stdout.splitlines()) == 74, native.stderr
 
 
 def test_an_ort_web_selection_without_npm_exits_3_saying_why(no_npm, tmp_path):
