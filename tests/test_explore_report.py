@@ -20,14 +20,9 @@ import yaml
 from runner.cli import main
 from runner.errors import ExitCode
 from runner.explore.record import read_record
+from tests.test_explore_database import SUITE
 
 REPO = Path(__file__).resolve().parents[1]
-SUITE = """name: explore-tiny
-models:
-  enc: {builtin: encoder, layers: 1, hidden: 32, heads: 4, ffn: 64}
-shapes: [{batch: 1, sequence: 8}]
-backends: [wgpu]
-"""
 SNAPSHOT, EAGER = "input-snapshot-at-capture", "capture-falls-back-to-eager"
 
 

@@ -7,10 +7,9 @@ import json
 import os
 from pathlib import Path
 
-from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
-
 from runner.campaign.merge import Bug, Campaign
 from runner.files import write_atomic
+from runner.report.render import templates
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 
@@ -22,14 +21,11 @@ def write_report(campaign: Campaign, out: Path) -> tuple[Path, Path, Path]:
     def link(path: Path) -> str:
         return os.path.relpath(path.resolve(), out.resolve())
 
-    env = Environment(
-        loader=PackageLoader("runner.campaign", "templates"),
-        autoescape=select_autoescape(["j2"], default_for_string=True, default=True),
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
+    page = (
+        templates("runner.campaign")
+        .get_template("report.html.j2")
+        .render(c=campaign, link=link, CSP=CSP)
     )
-    page = env.get_template("report.html.j2").render(c=campaign, link=link, CSP=CSP)
     html = write_atomic(out / "index.html", page.encode())
     summary = write_atomic(out / "summary.md", markdown(campaign).encode())
     data = write_atomic(

@@ -28,15 +28,20 @@ CSP = (
 )
 
 
-@cache
-def environment() -> Environment:
-    env = Environment(
-        loader=PackageLoader("runner.report", "templates"),
+def templates(package: str) -> Environment:
+    """Jinja2 over `package`'s templates/, escaping every value that reaches the HTML."""
+    return Environment(
+        loader=PackageLoader(package, "templates"),
         autoescape=select_autoescape(["j2"], default_for_string=True, default=True),
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+
+
+@cache
+def environment() -> Environment:
+    env = templates("runner.report")
     env.globals.update(
         CSP=Markup(CSP),  # a constant: its quotes stay readable
         DATA_FILE=DATA_FILE,
