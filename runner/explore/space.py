@@ -199,7 +199,7 @@ def explore_space(
         )
     if models == "generated":
         drawn = vocabulary(ops, learned_lacking(target))
-        source: ModelSource = GeneratedModels(drawn, target, cache_root() / "explore" / "models")
+        source: ModelSource = GeneratedModels(drawn, target, cache_root() / "explore-models")
         return Space(source, target, descriptor.scenario_actions)
     if ops:
         raise InvalidInput("--ops draws generated models: it needs --models generated")
@@ -218,7 +218,7 @@ def explore_space(
 def lacking_file(target: BackendTarget) -> Path:
     """Where explore keeps what ops `target` (this build and version) lacks on its GPU path."""
     name = f"{target.id}@{target.version}" if target.version else target.id
-    return cache_root() / "explore" / "lacking" / f"{name.replace(':', '-')}.json"
+    return cache_root() / "explore-lacking" / f"{name.replace(':', '-')}.json"
 
 
 def learned_lacking(target: BackendTarget) -> dict[str, str]:
