@@ -5,8 +5,9 @@ pace falls with a model's size, and what the draw covers (ops, attribute values)
 draws `--models` models from the whole vocabulary (Hypothesis, seeded), runs each one's cases
 on each target exactly as explore does (``runner.explore.cases.run_cases``: a device, or a
 page, of its own per model; onnxruntime CPU as the reference), and prints a Markdown row per
-target: models judged, seconds, models per second, seconds per model by node count, and the
-models discarded (no reference, or an op the target lacks). Then what the drawn models covered:
+target: models drawn, seconds, models per second, seconds per judged model by node count, and
+the models discarded (no reference, or an op the target lacks; explore learns the latter and
+stops drawing it, this bench does not). Then what the drawn models covered:
 each op and the attribute values it was drawn with. One run on one machine; read it with the
 machine's load in mind. The numbers are in docs/commands.md#explore---models-generated.
 """
@@ -36,7 +37,8 @@ from runner.explore.space import GeneratedModels  # noqa: E402
 from runner.oracle import ReferenceCache  # noqa: E402
 
 HEADER = (
-    "| target | models | seconds | models/s | s per model by nodes (1-2, 3-4, 5+) | discarded |\n"
+    "| target | models | seconds | models/s | s per judged model by nodes (1-2, 3-4, 5+) "
+    "| discarded |\n"
     "| --- | --- | --- | --- | --- | --- |"
 )
 
@@ -73,8 +75,9 @@ def row(backend: str, models: list[GeneratedModel], versions: dict, folder: Path
             start = time.perf_counter()
             ran = run_cases(explored, instance, oracle, options)
             discarded += bool(ran.discarded)
-            size = "1-2" if model.nodes <= 2 else "3-4" if model.nodes <= 4 else "5+"
-            by_size[size].append(time.perf_counter() - start)
+            if not ran.discarded:  # a discard stops at its first case: no measure of a model
+                size = "1-2" if model.nodes <= 2 else "3-4" if model.nodes <= 4 else "5+"
+                by_size[size].append(time.perf_counter() - start)
     finally:
         instance.close()
     seconds = time.perf_counter() - began
