@@ -23,6 +23,7 @@ from runner.backends.wgpu.faults import (
     GRAPHS_SHARE_INPUTS,
     INPUT_SNAPSHOT_AT_CAPTURE,
     LENGTHS_FROZEN_AT_CAPTURE,
+    PROGRAM_KEYS,
     RACY_REPLAY,
     REVERSED_SUM,
     ROW_MEAN_SKIPS_FIRST,
@@ -105,7 +106,8 @@ def backend():
 
 def test_every_fault_is_declared_once_and_described():
     assert REGISTRY["wgpu"].faults is FAULTS
-    assert set(FAULTS) == {SHAPE_ONLY_CAPTURE_CACHE, *EXPECTED, *DECODER_FAULTS}
+    # the program-key faults are proven on generated twins (tests/test_generated.py)
+    assert set(FAULTS) == {SHAPE_ONLY_CAPTURE_CACHE, *EXPECTED, *DECODER_FAULTS, *PROGRAM_KEYS}
     for name, description in FAULTS.items():
         assert re.fullmatch(r"[a-z]+(-[a-z]+)+", name), name
         assert len(description) > 60
