@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from runner.backends.base import Backend, BackendOptions
+from runner.explore.finding import BACKEND_FAILURES
 from runner.explore.generated import GeneratedModel, write_suite
 from runner.explore.space import ExploredModel
 from runner.history import CaseResult
@@ -38,8 +39,6 @@ from runner.repro.make import make_bundle
 from runner.selection import Selection, select
 from runner.step import Oracle, Step, Stepped
 from runner.verdicts import FAILING_OUTCOMES
-
-BACKEND_FAILURES = frozenset({"error", "capture-unsupported", "unsupported-op", "timeout"})
 
 
 @dataclass(frozen=True)
@@ -97,7 +96,7 @@ class ModelFailure:
 
     explored: ExploredModel
     stepped: Stepped  # the failing case's step
-    cases: tuple[Stepped, ...]  # every case stepped, the failing one last
+    cases: tuple[Stepped, ...]  # every case of the example, in matrix order
 
     @property
     def generated(self) -> GeneratedModel:
