@@ -564,7 +564,7 @@ MIN_MODEL_BUDGET_S = 10.0  # a drawn model's cases on ort-web take seconds, shri
 def cmd_explore(args: argparse.Namespace) -> ExitCode:
     """Exit 1 when something was found (each finding a suite file under --out), else 0."""
     from runner.explore.explorer import ExploreRequest, explore
-    from runner.explore.space import explore_space
+    from runner.explore.space import COUNTED, explore_space
 
     if args.shard:
         raise InvalidInput("explore draws its own scenarios: --shard does not apply")
@@ -583,9 +583,7 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
         space, args.budget, args.out, options, args.seed, args.database, tuple(args.replay_from)
     )
     explored = explore(request, lambda text: console.print(escape(text)))
-    what, parts = (
-        ("scenarios", "steps") if space.source.draws == "scenarios" else ("models", "cases")
-    )
+    what, parts = COUNTED[space.source.draws]
     console.print(
         f"explored {explored.examples} {what} ({explored.steps} {parts}) on {space.target.id} "
         f"in {explored.seconds:.0f} s; examples kept in {explored.database}"

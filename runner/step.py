@@ -23,7 +23,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.backends.base import Backend, BackendOptions, BackendRun, CaseWork, ScenarioWork
+from runner.backends.base import (
+    Backend,
+    BackendOptions,
+    BackendRun,
+    CaseWork,
+    ScenarioWork,
+    case_timeout,
+)
 from runner.compare import NUMPY
 from runner.history import CaseResult
 from runner.history.record import result_id
@@ -176,7 +183,7 @@ class Step:
             except Exception as exc:  # a model or reference that cannot be built fails it
                 run = ScenarioRun("error", f"{type(exc).__name__}: {exc}")
         if run.status == "ok":
-            timeout = self._options.timeout_s or item.suite.timeout_s
+            timeout = case_timeout(case, self._options)
             work = ScenarioWork(
                 item.scenario, item.target, workload, feeds, self._options.inject, timeout
             )

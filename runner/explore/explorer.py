@@ -56,7 +56,7 @@ from runner.explore.finding import (
     write_finding,
 )
 from runner.explore.machine import cut_after, machine_factory
-from runner.explore.space import ExploredModel, Space, lacking_file
+from runner.explore.space import COUNTED, ExploredModel, Space, lacking_file
 from runner.files import cache_root, write_atomic
 from runner.matrix import ScenarioTarget
 from runner.oracle import ReferenceCache
@@ -237,14 +237,10 @@ class _Examiner:
         pace = (time.monotonic() - self.began) / max(1, self.examples)
         return max(GRACE_MIN_S, SHRINK_GRACE * self.request.budget_s, SHRINK_EXAMPLES * pace)
 
-    @property
-    def parts(self) -> str:
-        """What an example is made of: a scenario's steps, a drawn model's cases."""
-        return "steps" if self.request.space.source.draws == "scenarios" else "cases"
-
     def progress(self) -> str:
         return (
-            f"explore: {self.examples} examples, {self.steps} {self.parts} in "
+            f"explore: {self.examples} examples, {self.steps} "
+            f"{COUNTED[self.request.space.source.draws][1]} in "
             f"{time.monotonic() - self.began:.0f} s; {len(self.shortest)} failure kind(s) so far"
         )
 

@@ -46,6 +46,10 @@ class ExploredModel:
     generated: GeneratedModel | None = None  # a drawn model: its ops, layouts and tolerance
 
 
+# What explore's lines count, by what a source's examples are: (examples, their parts)
+COUNTED = {"scenarios": ("scenarios", "steps"), "cases": ("models", "cases")}
+
+
 class ModelSource(Protocol):
     """Where explore's models come from."""
 
