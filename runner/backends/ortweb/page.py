@@ -167,17 +167,24 @@ class BundlePage:
         self._ran = False
         self.loads += 1
         hung = threading.Event()
+        # Playwright (1.65) never returns from a new_page whose browser dies after Chromium made
+        # the target but before the page is set up: the kill waits for new_page, a while at most.
+        creating = threading.Lock()
 
         def kill_hung_browser() -> None:
+            took = creating.acquire(timeout=KILL_GRACE_S)
             hung.set()
             browser.kill_browsers()
+            if took:
+                creating.release()
 
         watchdog = threading.Timer(LOAD_TIMEOUT_S, kill_hung_browser)
         watchdog.start()
         self._context_model = self._server.register(CONTEXT_MODEL)  # until close()
         failure = None
         try:
-            self._page = page = self._context.new_page()
+            with creating:
+                self._page = page = self._context.new_page()
             page.on("crash", self._on_crash)
             page.set_default_timeout((LOAD_TIMEOUT_S + KILL_GRACE_S) * 1000)  # the watchdog first
             page.goto(self._server.url("/harness.html"), wait_until="load")
