@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -171,6 +172,74 @@ def test_bad_decoder_entries_say_where_and_what_is_expected(write_suite):
     proc = regress("validate", path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert expected[0] in proc.stderr
+
+
+BUDGET = "expected at most 1024 MiB per tensor (REGRESS_MAX_TENSOR_MIB raises it)"
+
+
+def decoder_suite_with(write_suite, **sizes) -> tuple[Path, dict[str, int]]:
+    """suites/decoder.yaml with llama-tiny's (its first model's) `sizes`, and their lines."""
+    lines = DECODER.read_text().splitlines(keepends=True)
+    at = {}
+    for key, value in sizes.items():
+        at[key] = next(i for i, text in enumerate(lines, 1) if text.startswith(f"    {key}: "))
+        lines[at[key] - 1] = f"    {key}: {value}\n"
+    return write_suite("".join(lines)), at
+
+
+def test_a_decoder_that_cannot_be_built_is_refused_at_its_line(write_suite):
+    """A size past the schema's maximum, or sizes whose largest tensor passes the memory budget,
+    exit 2 at the size's line before anything is allocated (not a MemoryError per case)."""
+    huge, at = decoder_suite_with(write_suite, vocab=1099511627776)
+    proc = regress("validate", huge)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip() == (
+        f"{huge}:{at['vocab']}:12: 1099511627776 is greater than the maximum of 1048576; "
+        "expected a number <= 1048576"
+    )
+    wide, at = decoder_suite_with(write_suite, hidden=1024, vocab=1048576)
+    proc = regress("validate", wide)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip() == (
+        f"{wide}:{at['vocab']}:12: model 'llama-tiny' needs a tensor of 4,096 MiB for its "
+        f"embedding and lm_head weights (vocab x hidden: 1048576 x 1024); {BUDGET}"
+    )
+
+
+def test_a_generation_loop_past_the_memory_budget_is_refused(write_suite, monkeypatch):
+    """The loop's sizes are bounded too: the prefill's attention scores of the builtin, and a
+    decoder file's KV caches, whose other sizes come from the file."""
+    long, at = decoder_suite_with(
+        write_suite, hidden=128, heads=8, max_length=8192, generate="{prompt: 8188, steps: 4}"
+    )
+    with pytest.raises(InvalidInput) as info:
+        load_suite(long, REGISTRY)
+    assert [str(p) for p in info.value.problems] == [
+        f"{long}:{at['generate']}:24: model 'llama-tiny' needs a tensor of 2,047 MiB for the "
+        f"prefill's attention scores (heads x prompt x max_length: 8 x 8188 x 8192); {BUDGET}"
+    ]
+    folder = write_suite("", name="models/.keep").parent
+    params = DecoderParams(heads=4, kv_heads=4, static_mask=True)
+    onnx.save(build_decoder(params), folder / "llama.onnx")
+    cached = write_suite(
+        """
+        models:
+          file:
+            path: models/llama.onnx
+            max_length: 8192
+            generate: {prompt: 4, steps: 3}
+        backends: [wgpu]
+        """,
+        name="file.yaml",
+    )
+    monkeypatch.setattr("runner.suite.loader.MAX_TENSOR_BYTES", 1 << 20)
+    with pytest.raises(InvalidInput) as info:
+        load_suite(cached, REGISTRY)
+    assert [str(p) for p in info.value.problems] == [
+        f"{cached}:4:17: model 'file' needs a tensor of 2 MiB for a KV cache (kv_heads x "
+        "max_length x head_size: 4 x 8192 x 16); expected at most 1 MiB per tensor "
+        "(REGRESS_MAX_TENSOR_MIB raises it)"
+    ]
 
 
 @pytest.mark.gpu

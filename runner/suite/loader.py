@@ -208,6 +208,72 @@ def _largest_encoder_tensor(encoder: EncoderParams, shape: dict[str, int]) -> in
     )
 
 
+# A decoder's tensor: its elements, the key under the model entry that sizes it (where a refusal
+# points), and what it is.
+Tensor = tuple[int, tuple[str, ...], str]
+
+
+def _tensor(key: tuple[str, ...], what: str, dims: dict[str, int]) -> Tensor:
+    """A tensor of `dims`, each named as the suite names it, so a refusal says which to lower."""
+    named = f"{' x '.join(dims)}: {' x '.join(map(str, dims.values()))}"
+    return math.prod(dims.values()), key, f"{what} ({named})"
+
+
+def _loop_tensors(params: DecoderParams, loop: GenerationLoop) -> list[Tensor]:
+    """The largest tensors a generation loop allocates, whoever built the model (a decoder file's
+    own weights are on disk already): a KV cache and the prefill's logits."""
+    return [
+        _tensor(
+            ("max_length",),
+            "a KV cache",
+            {
+                "kv_heads": params.kv_heads,
+                "max_length": params.max_length,
+                "head_size": params.head_size,
+            },
+        ),
+        _tensor(
+            ("generate", "prompt"),
+            "the prefill's logits",
+            {"prompt": loop.prompt, "vocab": params.vocab},
+        ),
+    ]
+
+
+def _builtin_decoder_tensors(params: DecoderParams, loop: GenerationLoop) -> list[Tensor]:
+    """The loop's largest tensors and the builtin decoder's: its weights, and the prefill's
+    activations and attention scores (onnxruntime CPU's GroupQueryAttention holds them all)."""
+    prefill = ("generate", "prompt")
+    qkv = (params.heads + 2 * params.kv_heads) * params.head_size
+    return _loop_tensors(params, loop) + [
+        _tensor(
+            ("vocab",),
+            "its embedding and lm_head weights",
+            {"vocab": params.vocab, "hidden": params.hidden},
+        ),
+        _tensor(
+            ("hidden",),
+            "its qkv_proj weights",
+            {"hidden": params.hidden, "(heads + 2 kv_heads) * head_size": qkv},
+        ),
+        _tensor(
+            ("intermediate",),
+            "its MLP weights",
+            {"hidden": params.hidden, "intermediate": params.intermediate},
+        ),
+        _tensor(
+            prefill,
+            "the prefill's MLP activations",
+            {"prompt": loop.prompt, "intermediate": params.intermediate},
+        ),
+        _tensor(
+            prefill,
+            "the prefill's attention scores",
+            {"heads": params.heads, "prompt": loop.prompt, "max_length": params.max_length},
+        ),
+    ]
+
+
 def _largest_input(inputs: dict[str, list[int | str]], shape: dict[str, int]) -> int:
     """Elements of a model file's largest input (its intermediates are unknown before running)."""
     return max(
@@ -456,6 +522,9 @@ class _Builder:
                 self.problem(path, f"model {name!r}: {exc}", "sizes GroupQueryAttention takes")
                 params = DecoderParams(static_mask=True)
         loop = self.generation_loop(name, spec.get("generate", {}), params, path + ("generate",))
+        tensors = _loop_tensors if model_path else _builtin_decoder_tensors
+        elements, key, what = max(tensors(params, loop))
+        self.check_budget(path + key, elements, f"model {name!r} needs", f" for {what}")
         length = params.max_length
         if dims is None:  # the builtin's dim names
             dims = {"batch_size": 1, "sequence_length": 1}
@@ -649,14 +718,21 @@ class _Builder:
                     "a value for every symbolic dim",
                 )
                 continue
-            size = largest(shape.as_dict()) * 4
-            if size > MAX_TENSOR_BYTES:
-                self.problem(
-                    path + (i,),
-                    f"shape {shape.label} gives model {name!r} a tensor of {size / 2**20:,.0f} MiB",
-                    f"at most {MAX_TENSOR_BYTES >> 20} MiB "
-                    "per tensor (REGRESS_MAX_TENSOR_MIB raises it)",
-                )
+            self.check_budget(
+                path + (i,), largest(shape.as_dict()), f"shape {shape.label} gives model {name!r}"
+            )
+
+    def check_budget(self, path: tuple, elements: int, subject: str, detail: str = "") -> None:
+        """Refuse a float32 tensor past MAX_TENSOR_BYTES before anything is allocated: it would
+        fail every case at run time (a MemoryError), or take the machine's memory."""
+        size = elements * 4
+        if size > MAX_TENSOR_BYTES:
+            self.problem(
+                path,
+                f"{subject} a tensor of {size / 2**20:,.0f} MiB{detail}",
+                f"at most {MAX_TENSOR_BYTES >> 20} MiB "
+                "per tensor (REGRESS_MAX_TENSOR_MIB raises it)",
+            )
 
     @staticmethod
     def package_model(
