@@ -1,4 +1,5 @@
-"""Sessions: `regress` (the main job), `tests`, `gpu` (on a machine with a GPU), `lint`, `bench`.
+"""Sessions: `regress` (the main job), `tests`, `real` (real models), `gpu` (on a machine with a
+GPU), `lint`, `bench`.
 
 `regress` and `tests` install what they need: Python packages into the session's virtualenv
 and, when run as root on Debian, Chromium, lavapipe and Node.js with npm (the runner installs
@@ -94,16 +95,32 @@ def _filters_and_options(posargs: list[str], value_options: set[str]) -> list[st
 
 @nox.session
 def regress(session: nox.Session) -> None:
-    """Run the bundled suites and build reports/. Bare extra arguments are filters.
-
-    Exits with the runner's own code (docs/ci.md: Exit codes) where nox would say 1 for any
-    failure, so that CI tells "no cases selected" (5) from unexpected verdicts (1).
-    """
+    """Run the bundled suites and build reports/. Bare extra arguments are filters. Exits with
+    the runner's own code (docs/ci.md: Exit codes)."""
     install_system_packages(session)
     install_project(session, ".")
     args = _filters_and_options(session.posargs, run_value_options(session))
+    runner_run(session, "suites", "--report", *args)
+
+
+@nox.session
+def real(session: nox.Session) -> None:
+    """suites/real.yaml (tagged heavy): real models with their real weights, fetched from their
+    PyPI packages into the cache folder on first use, into reports/real/. Bare extra arguments
+    are filters, as for `regress`."""
+    install_system_packages(session)
+    install_project(session, ".")
+    args = _filters_and_options(session.posargs, run_value_options(session))
+    runner_run(
+        session, "suites/real.yaml", "--tag", "heavy", "--out", "reports/real", "--report", *args
+    )
+
+
+def runner_run(session: nox.Session, *args: str) -> None:
+    """`python -m runner run ARGS`, exiting with the runner's own code where nox would say 1
+    for any failure, so that CI tells "no cases selected" (5) from unexpected verdicts (1)."""
     try:
-        session.run("python", "-m", "runner", "run", "suites", "--report", *args)
+        session.run("python", "-m", "runner", "run", *args)
     except nox.command.CommandFailed as exc:
         raise SystemExit(getattr(exc, "return_code", None) or 1) from None
 
@@ -123,11 +140,7 @@ def gpu(session: nox.Session) -> None:
     Extra arguments go to pytest."""
     install_project(session, ".[test]")
     session.run("pytest", "-m", "ort_gpu or gpu", *session.posargs, env={"REGRESS_GPU_TESTS": "1"})
-    out = ["--out", "reports/gpu", "--report"]
-    try:
-        session.run("python", "-m", "runner", "run", "suites", "--backend", "ort-native", *out)
-    except nox.command.CommandFailed as exc:
-        raise SystemExit(getattr(exc, "return_code", None) or 1) from None
+    runner_run(session, "suites", "--backend", "ort-native", "--out", "reports/gpu", "--report")
 
 
 @nox.session

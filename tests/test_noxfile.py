@@ -140,3 +140,26 @@ def test_the_regress_session_exits_with_the_runners_code(tmp_path, code):
         "--filter",
         "no-such-case",
     )
+
+
+def test_the_real_session_runs_the_heavy_real_suite_into_its_own_reports(tmp_path):
+    """`nox -s real`: suites/real.yaml is tagged heavy (out of `regress`), so the session asks
+    for the tag; its reports go beside the main job's, not over them."""
+    session = _Session(["backend=wgpu"], 1, tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        NOXFILE.real(session)
+    assert stopped.value.code == 1
+    assert session.commands[-1] == (
+        "python",
+        "-m",
+        "runner",
+        "run",
+        "suites/real.yaml",
+        "--tag",
+        "heavy",
+        "--out",
+        "reports/real",
+        "--report",
+        "--filter",
+        "backend=wgpu",
+    )

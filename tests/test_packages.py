@@ -1,0 +1,187 @@
+"""Models from packages (`package:` in a suite): fetched by real pip from a real wheel, checked,
+kept in the cache; a package that cannot be had skips its cases, one that is not what the suite
+says stops the run at the model's line. The wheels here are made by the test and served to pip
+from a folder (as a mirror would serve them), so nothing leaves this machine."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from onnx import TensorProto, helper
+
+from runner.errors import InvalidInput
+from runner.packages import PackageFile, PackageMismatch, PackageUnavailable, materialize
+from runner.suite import load_suite
+
+from .conftest import regress
+
+MODEL_FILE = "tinymodel/data/relu.onnx"
+
+
+def relu_model() -> bytes:
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    return model.SerializeToString()
+
+
+RELU = relu_model()
+DIGEST = hashlib.sha256(RELU).hexdigest()
+
+
+@pytest.fixture
+def mirror(tmp_path, monkeypatch) -> Path:
+    """A folder pip takes `tinymodel 1.0` from (no index), and a cache folder of this test's own."""
+    folder = tmp_path / "mirror"
+    folder.mkdir()
+    name = "tinymodel-1.0.dist-info"
+    with zipfile.ZipFile(folder / "tinymodel-1.0-py3-none-any.whl", "w") as wheel:
+        wheel.writestr(MODEL_FILE, RELU)
+        wheel.writestr(f"{name}/METADATA", "Metadata-Version: 2.1\nName: tinymodel\nVersion: 1.0\n")
+        wheel.writestr(
+            f"{name}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
+        wheel.writestr(f"{name}/RECORD", "")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
+    monkeypatch.setenv("REGRESS_CACHE_DIR", str(tmp_path / "cache"))
+    return folder
+
+
+def source(**changes) -> PackageFile:
+    fields = {"package": "tinymodel", "version": "1.0", "file": MODEL_FILE, "sha256": DIGEST}
+    return PackageFile(**{**fields, **changes}, license="MIT")
+
+
+def test_a_package_file_is_fetched_once_then_found_offline(mirror, tmp_path):
+    said: list[str] = []
+    path = materialize(source(), said.append)
+    assert path == tmp_path / "cache/packages/tinymodel/1.0" / MODEL_FILE
+    assert path.read_bytes() == RELU
+    assert said == [
+        f"fetching {MODEL_FILE} from tinymodel 1.0 from PyPI (pip download) into {path.parent}"
+    ]
+    for wheel in mirror.iterdir():
+        wheel.unlink()  # the mirror is gone: the cache answers
+    assert materialize(source(), said.append) == path and len(said) == 1
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"sha256": "0" * 64}, f"{MODEL_FILE} from tinymodel 1.0 has sha256 {DIGEST}, not the"),
+        (
+            {"file": "tinymodel/other.onnx"},
+            f"tinymodel 1.0 has no file 'tinymodel/other.onnx' (its ONNX files: {MODEL_FILE})",
+        ),
+    ],
+)
+def test_a_package_that_is_not_what_the_suite_says_leaves_nothing_in_the_cache(
+    mirror, tmp_path, changes, message
+):
+    with pytest.raises(PackageMismatch, match=message.replace("(", r"\(").replace(")", r"\)")):
+        materialize(source(**changes), lambda _: None)
+    assert not any(p.is_file() for p in (tmp_path / "cache").rglob("*"))
+
+
+def test_a_package_pip_cannot_download_is_unavailable(mirror):
+    with pytest.raises(PackageUnavailable, match="pip cannot download tinymodel: ERROR: .*2.0"):
+        materialize(source(version="2.0"), lambda _: None)
+
+
+def suite_text(version: str = "1.0", sha256: str = DIGEST, input_name: str = "x") -> str:
+    return f"""
+name: packaged
+models:
+  relu:
+    package:
+      name: tinymodel
+      version: "{version}"
+      file: {MODEL_FILE}
+      sha256: {sha256}
+      license: MIT
+    inputs: {{{input_name}: {{range: [-1, 1]}}}}
+    shapes: [{{batch: 2}}]
+backends: [reference]
+"""
+
+
+def packaged_suite(write_suite, **changes) -> Path:
+    return write_suite(suite_text(**changes))
+
+
+def test_a_run_fetches_its_package_model_and_runs_it(mirror, write_suite, tmp_path):
+    suite = packaged_suite(write_suite)
+    assert regress("validate", suite).stdout.strip() == "ok: 1 suite(s), 2 case(s)"
+    out = tmp_path / "reports"
+    proc = regress("run", suite, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "fetching tinymodel/data/relu.onnx from tinymodel 1.0" in proc.stdout + proc.stderr
+    [run] = (out / "runs").iterdir()
+    results = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    assert [(r["verdict"], r["model_digest"]) for r in results] == [("pass", DIGEST)] * 2
+
+
+def test_a_package_model_the_run_cannot_fetch_is_skipped_with_the_reason(
+    mirror, write_suite, tmp_path
+):
+    suite = packaged_suite(write_suite, version="2.0")
+    out = tmp_path / "reports"
+    proc = regress("run", suite, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    told = proc.stdout + proc.stderr
+    assert "pip cannot download tinymodel" in told
+    assert "the cases of model 'relu' are skipped" in told
+    [run] = (out / "runs").iterdir()
+    results = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    assert {r["verdict"] for r in results} == {"skipped"}
+    assert results[0]["message"] == (
+        f"{MODEL_FILE} from tinymodel 2.0 is not in the cache folder: the run could not fetch it "
+        "(its notes say why)"
+    )
+
+
+def test_a_wrong_digest_stops_the_run_at_the_models_line(mirror, write_suite, tmp_path):
+    suite = packaged_suite(write_suite, sha256="f" * 64)
+    out = tmp_path / "reports"
+    proc = regress("run", suite, "--out", out)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"{suite}:3:1: model 'relu': {MODEL_FILE} from tinymodel 1.0 has sha256" in proc.stderr
+    assert not (out / "runs").exists() and not (tmp_path / "cache/packages").exists()
+
+
+def test_once_fetched_a_package_models_inputs_are_checked(mirror, write_suite):
+    from runner.backends import REGISTRY
+
+    suite = packaged_suite(write_suite, input_name="z")
+    load_suite(suite, REGISTRY)  # not fetched yet: nothing to check its inputs against
+    materialize(source(), lambda _: None)
+    with pytest.raises(InvalidInput, match="model 'relu' has no input 'z'; expected one of x"):
+        load_suite(suite, REGISTRY)
+
+
+@pytest.mark.parametrize(
+    "package, expected",
+    [
+        ("file: ../escape.onnx", "text matching"),
+        ("sha256: ABC", "text matching ^[0-9a-f]{64}$"),
+    ],
+)
+def test_a_package_entry_is_checked_by_the_schema(write_suite, package, expected):
+    key = package.split(":")[0]
+    text = "\n".join(
+        f"      {package}" if line.strip().startswith(f"{key}:") else line
+        for line in suite_text().splitlines()
+    )
+    proc = regress("validate", write_suite(text))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert expected in proc.stderr
