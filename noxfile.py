@@ -109,7 +109,7 @@ def real(session: nox.Session) -> None:
     PyPI packages into the cache folder on first use, into reports/real/. Bare extra arguments
     are filters, as for `regress`."""
     install_system_packages(session)
-    install_project(session, ".")
+    install_project(session, ".[real]")
     args = _filters_and_options(session.posargs, run_value_options(session))
     runner_run(
         session, "suites/real.yaml", "--tag", "heavy", "--out", "reports/real", "--report", *args

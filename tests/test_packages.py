@@ -10,6 +10,7 @@ import json
 import zipfile
 from pathlib import Path
 
+import onnx
 import pytest
 from onnx import TensorProto, helper
 
@@ -185,3 +186,80 @@ def test_a_package_entry_is_checked_by_the_schema(write_suite, package, expected
     proc = regress("validate", write_suite(text))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert expected in proc.stderr
+
+
+def test_a_packaged_hugging_face_encoder_is_exported_once_and_runs(tmp_path, monkeypatch):
+    """`export: transformers`: a zipped Hugging Face folder (a 1-layer BERT made here with
+    transformers' own classes) becomes an ONNX model of symbolic batch and sequence, which a run
+    takes like any package model."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=32,
+    )  # fmt: skip
+    BertModel(config).save_pretrained(tmp_path / "bert")
+    archive = tmp_path / "model.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for file in (tmp_path / "bert").iterdir():
+            zipped.write(file, file.name)
+    data = archive.read_bytes()
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    name = "tinybert-1.0.dist-info"
+    with zipfile.ZipFile(mirror / "tinybert-1.0-py3-none-any.whl", "w") as wheel:
+        wheel.writestr("tinybert/model.zip", data)
+        wheel.writestr(f"{name}/METADATA", "Metadata-Version: 2.1\nName: tinybert\nVersion: 1.0\n")
+        wheel.writestr(
+            f"{name}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
+        wheel.writestr(f"{name}/RECORD", "")
+    env = {
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(mirror),
+        "REGRESS_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "models:\n"
+        "  tinybert:\n"
+        "    package:\n"
+        "      name: tinybert\n"
+        '      version: "1.0"\n'
+        "      file: tinybert/model.zip\n"
+        f"      sha256: {hashlib.sha256(data).hexdigest()}\n"
+        "      license: MIT\n"
+        "      export: transformers\n"
+        "    inputs: {input_ids: {range: [0, 50]}, attention_mask: {fill: 1}, "
+        "token_type_ids: {fill: 0}}\n"
+        "    shapes: [{batch: 2, sequence: 8}, {batch: 1, sequence: 16}]\n"
+        "backends: [reference]\n"
+    )
+    out = tmp_path / "reports"
+    proc = regress("run", suite, "--out", out, env=env)
+    assert proc.returncode == 0, proc.stderr
+    told = proc.stdout + proc.stderr
+    assert "exporting tinybert/model.zip from tinybert 1.0 to ONNX (transformers)" in told
+    exported = tmp_path / "cache/packages/tinybert/1.0/tinybert/model.zip.transformers.onnx"
+    inputs = onnx.load(str(exported)).graph.input
+    assert [(i.name, [d.dim_param for d in i.type.tensor_type.shape.dim]) for i in inputs] == [
+        (name, ["batch", "sequence"]) for name in ("input_ids", "attention_mask", "token_type_ids")
+    ]
+    [run] = (out / "runs").iterdir()
+    results = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    assert [r["verdict"] for r in results] == ["pass"] * 4  # 2 shapes x eager, capture
+    # the reference backend is onnxruntime itself: the export's own worth is its agreement
+    # with the model it came from
+    import numpy as np
+    import onnxruntime
+
+    ids = np.random.default_rng(0).integers(0, 50, (1, 16), dtype=np.int64)
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": 0 * ids}
+    [ours] = onnxruntime.InferenceSession(str(exported)).run(None, feeds)
+    with torch.no_grad():
+        theirs = BertModel.from_pretrained(tmp_path / "bert", attn_implementation="eager")(
+            **{key: torch.tensor(value) for key, value in feeds.items()}
+        ).last_hidden_state.numpy()
+    np.testing.assert_allclose(ours, theirs, atol=1e-5)

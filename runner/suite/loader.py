@@ -738,9 +738,8 @@ class _Builder:
     def package_model(
         name: str, spec: dict, inputs: Mapping[str, InputSpec], shapes: tuple[Shape, ...]
     ) -> ModelSpec:
-        source = PackageFile(
-            spec["name"], spec["version"], spec["file"], spec["sha256"], spec["license"]
-        )
+        fields = ("name", "version", "file", "sha256", "license")
+        source = PackageFile(*(spec[key] for key in fields), export=spec.get("export"))
         return ModelSpec(name, path=source.cached, package=source, inputs=inputs, shapes=shapes)
 
     def packaged_file(self, model: ModelSpec, where: tuple) -> dict[str, list[int | str]] | None:
