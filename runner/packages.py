@@ -125,6 +125,7 @@ def _transformers_export(archive: bytes) -> bytes:
     try:
         import torch
         from transformers import AutoModel
+        from transformers.utils import logging
     except ImportError as error:
         raise PackageUnavailable(
             f"exporting needs torch and transformers ({error.name} is missing): "
@@ -141,6 +142,7 @@ def _transformers_export(archive: bytes) -> bytes:
                 input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
             ).last_hidden_state
 
+    logging.disable_progress_bar()  # the run's own lines say what happens
     names = ["input_ids", "attention_mask", "token_type_ids"]
     with tempfile.TemporaryDirectory(prefix="regress-export-") as folder:
         with zipfile.ZipFile(io.BytesIO(archive)) as zipped:
