@@ -51,9 +51,9 @@ CACHE_ENV = "REGRESS_CACHE_DIR"
 
 
 def cache_root() -> Path:
-    """Where the tool keeps what it downloads (onnxruntime-web versions): ``$REGRESS_CACHE_DIR``;
-    else ``.cache/`` of the checkout the runner runs from; else the user's cache folder (an
-    installed package has no checkout)."""
+    """Where the tool keeps what it downloads (onnxruntime-web versions, package models):
+    ``$REGRESS_CACHE_DIR``; else ``.cache/`` of the checkout the runner runs from; else the
+    user's cache folder (an installed package has no checkout)."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV]).expanduser().resolve()
     checkout = Path(__file__).resolve().parents[1]
