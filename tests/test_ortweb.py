@@ -1,7 +1,8 @@
 """OrtWebBackend end to end in headless Chromium with onnxruntime-web 1.30.0 from npm: the builtin
 encoders on the three WebGPU builds, eager and capture, against onnxruntime on the CPU; the
 WebGPU tracer's counts; capture refused, errors, timeouts and a stuck page; page and session
-reuse. One backend (one browser) serves the module; keep the cases small, the machine is slow."""
+reuse, and explore's page per sequence. One backend (one browser) serves the module, but for
+the test that compares two modes; keep the cases small, the machine is slow."""
 
 from __future__ import annotations
 
@@ -295,6 +296,37 @@ def test_a_revisited_case_keeps_its_session_until_its_revisit(backend):
     assert other.sequence != first.sequence
     assert backend.run(CaseWork(other, materialize(other))).status == "ok"
     assert page.holdings() == NOTHING_HELD
+
+
+def pipelines_compiled(result: BackendRun) -> int:
+    """Compute pipelines the case created: ORT compiles a program it has not cached."""
+    assert result.status == "ok", result.message
+    counts = [result.details["session_counts"], *result.details["run_counts"]]
+    return sum(c.get("createComputePipeline", 0) for c in counts)
+
+
+@pytest.mark.parametrize("bundle", ["jsep", "webgpu"])
+def test_explores_examples_compile_every_shader_themselves_where_a_run_reuses_the_pages(bundle):
+    """explore's isolation (``fresh_sequences``: each sequence in a page loaded for it) holds:
+    the same model as the next example compiles every program again, so nothing of the first
+    example's program cache reaches it. A run's kept page hands the second example the first
+    one's programs: it compiles none. JSEP keeps its program cache for the page, the C++
+    builds theirs with the page's own session (docs/commands.md, where an ort-web example's
+    time goes)."""
+    first, workload = sequence_case(bundle, True)
+    again = dataclasses.replace(first, model=dataclasses.replace(first.model, name="again"))
+    assert again.sequence != first.sequence
+    compiled = {}
+    for fresh in (True, False):
+        backend = open_ortweb(runs=3, fresh_sequences=fresh)
+        try:
+            compiled[fresh] = [
+                pipelines_compiled(backend.run(CaseWork(case, workload))) for case in (first, again)
+            ]
+        finally:
+            backend.close()
+    assert compiled[True][0] > 0
+    assert compiled == {True: [compiled[True][0]] * 2, False: [compiled[True][0], 0]}
 
 
 def test_a_capture_that_throws_inside_onnxruntime_reloads_the_page(backend):
