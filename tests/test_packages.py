@@ -264,3 +264,99 @@ def test_a_packaged_hugging_face_encoder_is_exported_once_and_runs(tmp_path, mon
             **{key: torch.tensor(value) for key, value in feeds.items()}
         ).last_hidden_state.numpy()
     np.testing.assert_allclose(ours, theirs, atol=1e-5)
+
+
+def tiny_llama_gguf() -> bytes:
+    """A 2-layer Llama of random weights as a GGUF file, written by gguf's own writer with the
+    metadata transformers reads (a vocabulary of 64 characters, no merges)."""
+    import tempfile
+
+    import gguf
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    vocab, hidden, layers, heads, kv_heads, inner = 64, 64, 2, 4, 2, 128
+    kv_width = kv_heads * hidden // heads
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "tiny.gguf"
+        writer = gguf.GGUFWriter(str(path), "llama")
+        writer.add_block_count(layers)
+        writer.add_context_length(64)
+        writer.add_embedding_length(hidden)
+        writer.add_feed_forward_length(inner)
+        writer.add_head_count(heads)
+        writer.add_head_count_kv(kv_heads)
+        writer.add_layer_norm_rms_eps(1e-5)
+        writer.add_rope_freq_base(10000.0)
+        writer.add_tokenizer_model("gpt2")
+        characters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+        writer.add_token_list(["<s>", "</s>", *characters[: vocab - 2]])
+        writer.add_token_types([3, 3] + [1] * (vocab - 2))
+        writer.add_token_scores([0.0] * vocab)
+        writer.add_token_merges([])
+        writer.add_bos_token_id(0)
+        writer.add_eos_token_id(1)
+        shapes = {"token_embd.weight": (vocab, hidden), "output_norm.weight": (hidden,)}
+        for i in range(layers):
+            shapes |= {
+                f"blk.{i}.attn_norm.weight": (hidden,),
+                f"blk.{i}.ffn_norm.weight": (hidden,),
+                f"blk.{i}.attn_q.weight": (hidden, hidden),
+                f"blk.{i}.attn_k.weight": (kv_width, hidden),
+                f"blk.{i}.attn_v.weight": (kv_width, hidden),
+                f"blk.{i}.attn_output.weight": (hidden, hidden),
+                f"blk.{i}.ffn_gate.weight": (inner, hidden),
+                f"blk.{i}.ffn_up.weight": (inner, hidden),
+                f"blk.{i}.ffn_down.weight": (hidden, inner),
+            }
+        for name, shape in shapes.items():
+            writer.add_tensor(name, (rng.standard_normal(shape) * 0.1).astype(np.float32))
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        return path.read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.gpu
+def test_a_packaged_gguf_llm_is_built_by_genai_and_decodes_under_capture(mirror, tmp_path):
+    """`export: genai-webgpu-fp32`: a GGUF causal LM becomes what onnxruntime-genai's builder
+    writes for WebGPU graph capture (its 4-bit embedding, MatMulNBits, GroupQueryAttention over a
+    static cache, head size symbolic in the IO), which a suite declares a decoder of a given
+    prompt; wgpu decodes it eager and under capture as onnxruntime CPU does."""
+    data = tiny_llama_gguf()
+    write_wheel(mirror, "tinyllm", {"tinyllm/tiny.gguf": data})
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "models:\n"
+        "  tinyllm:\n"
+        "    package:\n"
+        "      name: tinyllm\n"
+        '      version: "1.0"\n'
+        "      file: tinyllm/tiny.gguf\n"
+        f"      sha256: {hashlib.sha256(data).hexdigest()}\n"
+        "      license: MIT\n"
+        "      export: genai-webgpu-fp32\n"
+        "    max_length: 16\n"
+        "    generate: {prompt: [0, 7, 11, 3, 9], steps: 3}\n"
+        "backends: [wgpu]\n"
+    )
+    assert regress("list", suite).stdout.split() == [  # the file's dims, unknown until fetched
+        f"tinyllm/layout=default/wgpu/{mode}" for mode in ("eager", "capture")
+    ]
+    out = tmp_path / "reports"
+    proc = regress("run", suite, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    told = proc.stdout + proc.stderr
+    assert "exporting tinyllm/tiny.gguf from tinyllm 1.0 to ONNX (genai-webgpu-fp32)" in told
+    exported = tmp_path / "cache/packages/tinyllm/1.0/tinyllm/tiny.gguf.genai-webgpu-fp32.onnx"
+    ops = {node.op_type for node in onnx.load(str(exported)).graph.node}
+    assert {"GatherBlockQuantized", "MatMulNBits", "GroupQueryAttention"} <= ops
+    [run] = (out / "runs").iterdir()
+    results = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    dims = "batch_size=1,sequence_length=1,total_sequence_length=16,past_sequence_length=16"
+    assert [(r["case_id"], r["verdict"], r["timings"]["runs"]) for r in results] == [
+        (f"tinyllm/{dims},kv_cache_dim=16/layout=default/wgpu/{mode}", "pass", 4)
+        for mode in ("eager", "capture")
+    ]  # the decode steps timed: 3, the last again (wgpu prefills in a session of its own)

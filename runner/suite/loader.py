@@ -240,6 +240,17 @@ def _loop_tensors(params: DecoderParams, loop: GenerationLoop) -> list[Tensor]:
     ]
 
 
+def _rotary_head_size(graph) -> int | None:
+    """A decoder's head size from its first GroupQueryAttention's cos_cache, [positions,
+    head_size / 2] (rotary inside attention, as genai's builder writes it), or None."""
+    weights = {tensor.name: tensor.dims for tensor in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "GroupQueryAttention" and len(node.input) > 7:
+            dims = weights.get(node.input[7])
+            return 2 * dims[1] if dims is not None and len(dims) == 2 else None
+    return None
+
+
 def _builtin_decoder_tensors(params: DecoderParams, loop: GenerationLoop) -> list[Tensor]:
     """The loop's largest tensors and the builtin decoder's: its weights, and the prefill's
     activations and attention scores (onnxruntime CPU's GroupQueryAttention holds them all)."""
@@ -509,10 +520,23 @@ class _Builder:
                     f"model {name!r} ({what}) cannot",
                     "layouts that order uniform fields only",
                 )
-        model_path, dims = None, None
-        if "path" in spec:
+        model_path, dims, source = None, None, None
+        if "package" in spec:
+            source = self.package_source(spec["package"])
+            model_path = source.cached
+        elif "path" in spec:
             model_path = (self.file.parent / spec["path"]).resolve()
-            params, dims = self.decoder_file(name, model_path, spec, path)
+        sized = True  # whether `params` are the model's own, not a stand-in for a file unread
+        if source is not None and not model_path.is_file():
+            # its sizes are the file's, read once a run has fetched it (its cases skip until
+            # then); the suite's max_length still bounds the loop
+            length = spec.get("max_length", DecoderParams.max_length)
+            params, dims, sized = DecoderParams(max_length=length, static_mask=True), {}, False
+        elif model_path is not None:
+            params, dims = self.decoder_file(
+                name, model_path, spec, path, inside=source and model_path.parent
+            )
+            sized = dims is not None
         else:
             fields = {k: v for k, v in spec.items() if k in DecoderParams.__dataclass_fields__}
             try:
@@ -522,6 +546,13 @@ class _Builder:
                 self.problem(path, f"model {name!r}: {exc}", "sizes GroupQueryAttention takes")
                 params = DecoderParams(static_mask=True)
         loop = self.generation_loop(name, spec.get("generate", {}), params, path + ("generate",))
+        for j, token in enumerate(loop.tokens or ()):
+            if sized and token >= params.vocab:
+                self.problem(
+                    path + ("generate", "prompt", j),
+                    f"token id {token} of model {name!r}'s prompt",
+                    f"ids below its vocabulary ({params.vocab})",
+                )
         tensors = _loop_tensors if model_path else _builtin_decoder_tensors
         elements, key, what = max(tensors(params, loop))
         self.check_budget(path + key, elements, f"model {name!r} needs", f" for {what}")
@@ -533,13 +564,14 @@ class _Builder:
             name,
             builtin=None if model_path else "decoder",
             path=model_path,
+            package=source,
             decoder=params,
             loop=loop,
             shapes=(Shape(tuple(dims.items())),),
         )
 
     def decoder_file(
-        self, name: str, model_path: Path, spec: dict, path: tuple
+        self, name: str, model_path: Path, spec: dict, path: tuple, inside: Path | None = None
     ) -> tuple[DecoderParams, dict[str, int] | None]:
         """An ONNX file declared as a decoder: the IO onnxruntime-genai's builder writes for a
         static KV cache, its sizes read from it, and its symbolic dims pinned to a decode step.
@@ -547,7 +579,7 @@ class _Builder:
         import onnx
 
         fallback = DecoderParams(static_mask=True), None
-        inputs = self.model_file(model_path, path + ("path",))
+        inputs = self.model_file(model_path, path + ("package" if inside else "path",), inside)
         if inputs is None:
             return fallback
         graph = onnx.load(str(model_path), load_external_data=False).graph
@@ -572,11 +604,15 @@ class _Builder:
             )
             return fallback
         past, logits = inputs["past_key_values.0.key"], outputs["logits"]
-        if len(past) != 4 or not isinstance(past[1], int) or not isinstance(past[3], int):
+        head_size = past[3] if len(past) == 4 else None
+        if isinstance(head_size, str):  # the builder's `kv_cache_dim`: twice rotary's width
+            head_size = _rotary_head_size(graph)
+        if len(past) != 4 or not isinstance(past[1], int) or head_size is None:
             self.problem(
                 path + ("path",),
                 f"model {name!r}: past_key_values.0.key has dims {past}",
-                "[batch, kv_heads, length, head_size], kv_heads and head_size fixed",
+                "[batch, kv_heads, length, head_size], kv_heads fixed, head_size fixed or "
+                "GroupQueryAttention's cos_cache half as wide",
             )
             return fallback
         if not logits or not isinstance(logits[-1], int) or "max_length" not in spec:
@@ -588,7 +624,8 @@ class _Builder:
                 "positions its KV-cache buffers hold)",
             )
             return fallback
-        kv_heads, head_size, length = past[1], past[3], spec["max_length"]
+        kv_heads, length = past[1], spec["max_length"]
+        cache_type = next(i for i in graph.input if i.name == "past_key_values.0.key")
         try:
             params = DecoderParams(
                 layers=layers,
@@ -599,12 +636,16 @@ class _Builder:
                 max_length=length,
                 seed=spec.get("seed", 0),
                 static_mask=True,
+                cache_dtype=onnx.helper.tensor_dtype_to_np_dtype(
+                    cache_type.type.tensor_type.elem_type
+                ).name,
             )
         except ValueError as exc:
             self.problem(path, f"model {name!r}: {exc}", "sizes GroupQueryAttention takes")
             return fallback
         ids, mask = inputs["input_ids"], inputs["attention_mask"]
         pins = [(ids[0], 1), (ids[-1], 1), (mask[-1], length), (past[2], length)]
+        pins.append((past[3], head_size))
         return params, {dim: value for dim, value in pins if isinstance(dim, str)}
 
     def generation_loop(
@@ -612,6 +653,9 @@ class _Builder:
     ) -> GenerationLoop:
         """``generate:``, checked against the caches' length (the schema checks its keys)."""
         rewind = Rewind(**spec["rewind"]) if "rewind" in spec else None
+        tokens = spec.get("prompt")
+        if isinstance(tokens, list):  # a real prompt's ids, as the model's tokenizer wrote them
+            spec = {**spec, "prompt": len(tokens), "tokens": tuple(tokens)}
         loop = GenerationLoop(**{**spec, "rewind": rewind})
         if rewind is not None:
             if rewind.after >= loop.steps:
@@ -735,11 +779,14 @@ class _Builder:
             )
 
     @staticmethod
-    def package_model(
-        name: str, spec: dict, inputs: Mapping[str, InputSpec], shapes: tuple[Shape, ...]
-    ) -> ModelSpec:
+    def package_source(spec: dict) -> PackageFile:
         fields = ("name", "version", "file", "sha256", "license")
-        source = PackageFile(*(spec[key] for key in fields), export=spec.get("export"))
+        return PackageFile(*(spec[key] for key in fields), export=spec.get("export"))
+
+    def package_model(
+        self, name: str, spec: dict, inputs: Mapping[str, InputSpec], shapes: tuple[Shape, ...]
+    ) -> ModelSpec:
+        source = self.package_source(spec)
         return ModelSpec(name, path=source.cached, package=source, inputs=inputs, shapes=shapes)
 
     def packaged_file(self, model: ModelSpec, where: tuple) -> dict[str, list[int | str]] | None:

@@ -161,6 +161,7 @@ class DecoderParams:
     block_size: int = 32  # MatMulNBits block size
     accuracy_level: int = 4  # MatMulNBits accuracy_level (the builder's default for cpu, webgpu)
     static_mask: bool = False  # the builder's enable_webgpu_graph mask subgraph
+    cache_dtype: str = "float32"  # the KV caches' numpy type (a decoder file's may be float16)
 
     def __post_init__(self) -> None:
         if min(self.layers, self.hidden, self.heads, self.kv_heads, self.vocab) < 1:
@@ -209,13 +210,15 @@ class GenerationLoop:
     buffer set, which is the next step's past (the sets trade places every step). ``prefill``:
     ``device`` runs the prompt on the backend, uncaptured, before the decode steps (genai's
     ``gpu_graph_id -1`` run); ``cpu`` leaves it to onnxruntime CPU, whose caches the first decode
-    step is fed."""
+    step is fed. ``tokens``: the prompt's token ids as the model's own tokenizer wrote them (a
+    real model's real prompt); None draws ``prompt`` ids from the decoder's seed."""
 
     prompt: int = 4
     steps: int = 4
     rewind: Rewind | None = None
     caches: str = "shared"
     prefill: str = "device"
+    tokens: tuple[int, ...] | None = None
 
     @property
     def positions(self) -> int:

@@ -220,10 +220,14 @@ def _decoder_variant(params: DecoderParams, layout: Layout) -> _Variant:
 @functools.lru_cache(maxsize=8)
 def _decode_steps(model: bytes, params: DecoderParams, loop: GenerationLoop, graph: int) -> tuple:
     """onnxruntime CPU's generation for generator `graph`: the prefill, then each decode step
-    (``DecodeStep``). Generator 0's prompt is drawn from the seed, another's from (seed, graph)."""
-    rng = np.random.default_rng(params.seed if graph == 0 else (params.seed, graph))
-    prompt = rng.integers(0, params.vocab, loop.prompt)
-    return generate_reference(model, params, prompt.tolist(), loop.steps, loop.rewind)
+    (``DecodeStep``). Generator 0's prompt is the loop's tokens or drawn from the seed, another's
+    drawn from (seed, graph)."""
+    if graph == 0 and loop.tokens is not None:
+        prompt = list(loop.tokens)
+    else:
+        rng = np.random.default_rng(params.seed if graph == 0 else (params.seed, graph))
+        prompt = rng.integers(0, params.vocab, loop.prompt).tolist()
+    return generate_reference(model, params, prompt, loop.steps, loop.rewind)
 
 
 def _file(case: Case) -> _Variant:

@@ -376,7 +376,7 @@ class Generation:
         self.params = params
         self.run = run
         shape = (1, params.kv_heads, params.max_length, params.head_size)
-        self.caches = {name: np.zeros(shape, np.float32) for name in cache_names(params)}
+        self.caches = {name: np.zeros(shape, params.cache_dtype) for name in cache_names(params)}
         self.tokens: list[int] = []  # the prompt and every chosen token
         self.cached = 0  # positions the caches hold: the total length so far
 

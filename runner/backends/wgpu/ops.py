@@ -38,7 +38,10 @@ from runner.backends.wgpu.kernels.elementwise import (
 )
 from runner.backends.wgpu.kernels.gather import gather_kernel, gather_values
 from runner.backends.wgpu.kernels.matmul import matmul_kernel, matmul_values
-from runner.backends.wgpu.kernels.quantized import matmul_nbits_kernel
+from runner.backends.wgpu.kernels.quantized import (
+    gather_block_quantized_kernel,
+    matmul_nbits_kernel,
+)
 from runner.backends.wgpu.kernels.rows import (
     layer_norm_kernel,
     reduce_kernel,
@@ -634,12 +637,9 @@ def _matmul_nbits(node: Node, ins: list) -> OpPlan:
     if weights.value is None or scales.value is None:
         raise node.unsupported("B and scales must be constant")
     blocks = -(-depth // block)
-    packed = np.frombuffer(weights.value.astype(np.uint8).tobytes(), np.uint8)
-    words = np.zeros(-(-packed.size // 4) * 4, np.uint8)
-    words[: packed.size] = packed
     operands: list[Operand] = [
         0,
-        words.view("<i4").astype(np.int32),
+        _words(weights.value),
         scales.value.astype(np.float32).reshape(-1),
         _zero_points(node, zero_points, columns * blocks, bits),
     ]
@@ -655,6 +655,42 @@ def _matmul_nbits(node: Node, ins: list) -> OpPlan:
     }
     launch = Launch(matmul_nbits_kernel(bias is not None), tuple(operands), values, out.size)
     return OpPlan((out,), (launch,))
+
+
+@_op("GatherBlockQuantized", domains=(MICROSOFT,))
+def _gather_block_quantized(node: Node, ins: list) -> OpPlan:
+    """Rows of a constant table quantized in blocks along its last axis (uint8 holding
+    ``bits``-bit values, low bits first, as MatMulNBits' B), gathered along axis 0 (a 4-bit
+    embedding shared with the logits' MatMulNBits, as genai's builder writes it)."""
+    data, indices, scales = ins[0], ins[1], ins[2]
+    zero_points = ins[3] if len(ins) > 3 else None
+    bits, block = int(node.attr("bits", 4)), int(node.attr("block_size", 128))
+    if int(node.attr("gather_axis", 0)) != 0 or data.value is None or scales.value is None:
+        raise node.unsupported("only a constant table gathered along axis 0 is implemented")
+    if data.value.dtype != np.uint8 or bits not in (2, 4, 8) or indices.device_type != "i32":
+        raise node.unsupported(f"only uint8 tables of 2, 4 or 8 bits ({bits}) are implemented")
+    if _axis(int(node.attr("quantize_axis", 1)), len(data.shape)) != len(data.shape) - 1:
+        raise node.unsupported("only a table quantized along its last axis is implemented")
+    rows, columns = data.shape[0], data.value[0].size * 8 // bits
+    blocks = -(-columns // block)
+    out = Tensor((*indices.shape, columns), TensorProto.FLOAT)
+    operands = (
+        1,
+        _words(data.value),
+        scales.value.astype(np.float32).reshape(-1),
+        _zero_points(node, zero_points, rows * blocks, bits),
+    )
+    values = {"size": out.size, "rows": rows, "strides": [columns, blocks, block, bits]}
+    launch = Launch(gather_block_quantized_kernel(), operands, values, out.size)
+    return OpPlan((out,), (launch,))
+
+
+def _words(packed: np.ndarray) -> np.ndarray:
+    """Packed bytes as i32 words (WGSL has no 8-bit type), little end first, zero-padded."""
+    flat = np.frombuffer(packed.astype(np.uint8).tobytes(), np.uint8)
+    words = np.zeros(-(-flat.size // 4) * 4, np.uint8)
+    words[: flat.size] = flat
+    return words.view("<i4").astype(np.int32)
 
 
 def _zero_points(node: Node, zero_points: Tensor | None, groups: int, bits: int) -> np.ndarray:

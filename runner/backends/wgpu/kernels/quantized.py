@@ -1,5 +1,6 @@
 """MatMulNBits: out = A @ dequantize(B) (+ bias), dequantized in the kernel, one output element
-per invocation.
+per invocation; GatherBlockQuantized: rows of a table quantized alike (a 4-bit embedding),
+gathered and dequantized.
 
 B holds N columns of K values in blocks of ``block`` along K, ``bits`` bits a value, packed from
 the low bits of each byte up (onnxruntime's layout, [N, blocks, block * bits / 8] bytes); the
@@ -45,3 +46,27 @@ def matmul_nbits_kernel(bias: bool) -> Kernel:
     return Kernel(
         f"MatMulNBits[{'bias' if bias else 'nobias'}]", inputs, "f32", fields, "size", body
     )
+
+
+_GATHER_BODY = """  let g = params.strides[0];
+  let cols = u32(g.x);
+  let blocks = u32(g.y);
+  let block = u32(g.z);
+  let bits = u32(g.w);
+  let c = index % cols;
+  var row = in0[index / cols];
+  if (row < 0) { row += i32(params.rows); }
+  let r = u32(clamp(row, 0, i32(params.rows) - 1));
+  let group = r * blocks + c / block;
+  let bit = (r * cols + c) * bits;
+  let level = f32((bitcast<u32>(in1[bit / 32u]) >> (bit % 32u)) & ((1u << bits) - 1u));
+  out[index] = (level - in3[group]) * in2[group];
+"""
+
+
+def gather_block_quantized_kernel() -> Kernel:
+    """Inputs: indices, the table as words, scales, zero points; ``rows``: the table's rows,
+    ``strides[0]`` = (columns, blocks a row, block, bits)."""
+    fields = (Field("size", "u32"), Field("rows", "u32"), Field("strides", "vec4i", 1))
+    inputs = ("i32", "i32", "f32", "f32")
+    return Kernel("GatherBlockQuantized", inputs, "f32", fields, "size", _GATHER_BODY)
