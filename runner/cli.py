@@ -138,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--adapter",
         help="wgpu adapter: name substring or backend type; ort-native: a substring of the EP "
-        "device (vendor, PCI bus id), or cpu for onnxruntime's CPU EP (no capture)",
+        "device (vendor, PCI bus id), or cpu for onnxruntime's CPU EP (no capture); ort-genai: "
+        "cpu runs genai's loop on the CPU EP",
     )
     run.add_argument("--chromium", help="Chromium executable for ort-web (or $REGRESS_CHROMIUM)")
     run.add_argument(

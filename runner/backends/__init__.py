@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from runner.backends import ortnative, ortweb, reference, wgpu
+from runner.backends import ortgenai, ortnative, ortweb, reference, wgpu
 from runner.backends.base import Backend, BackendDescriptor, BackendOptions, BackendTarget, resolve
 from runner.backends.isolated import IsolatedBackend
 from runner.errors import InvalidInput
@@ -22,6 +22,7 @@ REGISTRY: dict[str, BackendDescriptor] = {
         wgpu.DESCRIPTOR,
         ortweb.DESCRIPTOR,
         ortnative.DESCRIPTOR,
+        ortgenai.DESCRIPTOR,
     )
 }
 
