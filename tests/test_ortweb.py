@@ -122,8 +122,8 @@ def test_environment_names_versions_and_the_adapter(backend):
     environment = backend.environment()
     assert environment["ort_web_pinned"] == "1.30.0"
     assert environment["ort_web_versions"] == {"1.30.0": "1.30.0"}
-    assert environment["bundles"] == {"jsep": "ort.mjs", "webgpu": "ort.webgpu.mjs",
-                                      "jspi": "ort.jspi.mjs"}  # fmt: skip
+    assert environment["bundles"] == {"1.30.0": {"jsep": "ort.mjs", "webgpu": "ort.webgpu.mjs",
+                                                 "jspi": "ort.jspi.mjs"}}  # fmt: skip
     assert environment["chromium"].split(".")[0].isdigit()
     assert "--enable-unsafe-webgpu" in environment["chromium_flags"]
     adapter = environment["adapter"]

@@ -13,7 +13,13 @@ import pytest
 from runner.backends import REGISTRY
 from runner.backends.base import VersionProblem
 from runner.backends.ortweb import versions
-from runner.backends.ortweb.package import OrtWebPackage, pinned_version
+from runner.backends.ortweb.package import (
+    BUILDS,
+    OrtWebPackage,
+    lacks,
+    layout_of,
+    pinned_version,
+)
 from runner.history import CaseResult, RunRecord
 from runner.matrix import unversioned_id
 from runner.report import analysis
@@ -109,16 +115,12 @@ def test_a_local_build_folder(tmp_path):
     build = tmp_path / "js" / "web"
     (build / "dist").mkdir(parents=True)
     (build / "package.json").write_text(json.dumps({"name": "onnxruntime-web", "version": "9.9.9"}))
-    assert (
-        OrtWebPackage(build, "file:x")
-        .layout_problem()
-        .startswith(
-            "onnxruntime-web file:x: its dist/ holds none of the builds this runner knows (ort.mjs "
-            "with *.jsep.wasm"
-        )
+    assert OrtWebPackage(build, "file:x").layout_problem() == (
+        "onnxruntime-web file:x ships no WebGPU EP (no ort.webgpu.* or *.jsep.wasm in its dist/; "
+        "the first release with one is 1.15.0)"
     )
     with pytest.raises(
-        VersionProblem, match=r"holds no onnxruntime-web build.*jsep: dist/ort\.mjs"
+        VersionProblem, match=r"holds no onnxruntime-web build.*jsep: dist/\*\.jsep\.wasm"
     ):
         versions.resolve("js/web", tmp_path)
     for name in ("ort.webgpu.mjs", "ort-wasm-simd-threaded.asyncify.wasm"):
@@ -128,6 +130,64 @@ def test_a_local_build_folder(tmp_path):
     package = OrtWebPackage(build, local.exact)
     assert package.builds() == {"jsep": "dist/ort.mjs", "webgpu": "", "jspi": "dist/ort.jspi.mjs"}
     assert package.package_version == "9.9.9"
+
+
+# dist/ listings as npm published them (top-level files; sourcemaps, typings and the rarer
+# bundles left out), one per layout and the lines either side of each boundary
+DISTS = {
+    "1.14.0": "ort-wasm-simd.wasm ort-wasm.wasm ort.min.js ort.webgl.min.js ort.wasm.min.js",
+    "1.16.3": "ort-wasm-simd.jsep.wasm ort-wasm-simd-threaded.jsep.wasm ort-wasm-simd.wasm "
+    "ort.min.js ort.webgpu.min.js",
+    "1.18.0": "ort-wasm-simd.jsep.wasm ort-wasm-simd.wasm ort.all.min.js ort.min.js "
+    "ort.webgpu.min.js",
+    "1.20.1": "ort-wasm-simd-threaded.jsep.mjs ort-wasm-simd-threaded.jsep.wasm "
+    "ort-wasm-simd-threaded.mjs ort-wasm-simd-threaded.wasm ort.min.mjs ort.mjs ort.webgpu.min.js "
+    "ort.webgpu.min.mjs ort.webgpu.mjs",
+    "1.22.0": "ort-wasm-simd-threaded.jsep.mjs ort-wasm-simd-threaded.jsep.wasm ort.mjs "
+    "ort.webgpu.min.js ort.webgpu.mjs",
+    "1.23.0": "ort-wasm-simd-threaded.asyncify.mjs ort-wasm-simd-threaded.asyncify.wasm "
+    "ort-wasm-simd-threaded.jsep.mjs ort-wasm-simd-threaded.jsep.wasm ort.mjs ort.webgpu.min.js "
+    "ort.webgpu.mjs",
+    "1.24.3": "ort-wasm-simd-threaded.asyncify.wasm ort-wasm-simd-threaded.jsep.wasm "
+    "ort-wasm-simd-threaded.jspi.wasm ort.jspi.mjs ort.mjs ort.webgpu.min.js ort.webgpu.mjs",
+}
+
+
+@pytest.mark.parametrize(
+    ("version", "modules"),
+    [
+        ("1.14.0", {}),
+        ("1.16.3", {"jsep": "ort.webgpu.min.js"}),  # a UMD script
+        ("1.18.0", {"jsep": "ort.webgpu.min.js"}),
+        ("1.20.1", {"jsep": "ort.webgpu.mjs"}),  # its ort.mjs has no WebGPU
+        ("1.22.0", {"jsep": "ort.webgpu.mjs"}),
+        ("1.23.0", {"jsep": "ort.mjs", "webgpu": "ort.webgpu.mjs"}),
+        ("1.24.3", {"jsep": "ort.mjs", "webgpu": "ort.webgpu.mjs", "jspi": "ort.jspi.mjs"}),
+    ],
+)
+def test_which_file_is_each_builds_module(version, modules):
+    names = DISTS[version].split()
+    layout = layout_of(names)
+    assert {b: layout.modules[b] for b in BUILDS if not lacks(b, names)} == modules
+    if not modules:
+        assert layout is None
+
+
+def test_what_a_dist_lacks_of_a_build():
+    assert lacks("jspi", DISTS["1.23.0"].split()) == "ort.jspi.mjs"  # its layout names it
+    assert lacks("webgpu", DISTS["1.22.0"].split()) == "*.asyncify.wasm"  # JSEP-only lines
+    assert lacks("jsep", DISTS["1.14.0"].split()) == "*.jsep.wasm"
+    assert lacks("jsep", ["ort.webgpu.min.js"]) == "*.jsep.wasm"  # the module without its wasm
+
+
+def test_the_opsets_old_versions_take():
+    assert [versions.max_opset(v) for v in ("1.15.0", "1.15.1", "1.16.3", "1.17.0", "1.30.0")] == [
+        18,
+        18,
+        19,
+        None,
+        None,
+    ]
 
 
 def test_ids_carry_the_version_only_when_several_are_in_play(offline_cache, write_suite):

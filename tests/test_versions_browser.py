@@ -1,6 +1,7 @@
 """Real onnxruntime-web versions from npm, installed into the cache and run in headless Chromium:
-two versions in one run, a version that lacks a build, concurrent installs, and `bisect` between
-1.24.3 and 1.30.0, whose answer is checked by running the two versions it names."""
+two versions in one run, a version that lacks a build, the first WebGPU release (a UMD script),
+concurrent installs, and `bisect` between 1.24.3 and 1.30.0, whose answer is checked by running
+the two versions it names."""
 
 from __future__ import annotations
 
@@ -70,9 +71,24 @@ def test_a_version_without_a_build_skips_its_cases(write_suite, tmp_path):
         skipped = by_build["jspi", mode]
         assert (skipped["verdict"], skipped["outcome"]) == ("skipped", "skipped")
         assert skipped["message"] == (
-            "onnxruntime-web 1.22.0 has no jspi build (its dist/ lacks ort.jspi.mjs)"
+            "onnxruntime-web 1.22.0 has no jspi build (its dist/ lacks *.jspi.wasm)"
         )
     assert proc.returncode in (0, 1), proc.stderr
+
+
+def test_the_first_webgpu_release_loads_as_a_umd_script(write_suite, tmp_path):
+    # 1.15.0's only WebGPU bundle is ort.webgpu.min.js (JSEP), a <script> defining
+    # globalThis.ort; it has no GPU tensors yet, so its capture cases are skipped, saying why
+    suite = write_suite(SUITE.format(versions="'1.15.0'", builds="jsep"))
+    proc = regress("run", suite, "--out", tmp_path, "--runs", "2", "--no-localize")
+    by_mode = {r["capture"]: r for r in results(tmp_path)}
+    assert by_mode["eager"]["verdict"] == "pass", by_mode["eager"]["message"]
+    assert (by_mode["capture"]["verdict"], by_mode["capture"]["message"]) == (
+        "skipped",
+        "onnxruntime-web 1.15.0 (ort.webgpu.min.js) cannot capture: it has no "
+        "Tensor.fromGpuBuffer (GPU tensors and graph capture came in 1.17.0)",
+    )
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_concurrent_installs_of_one_version_leave_one_complete_folder(tmp_path):

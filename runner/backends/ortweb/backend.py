@@ -31,7 +31,7 @@ from runner.backends.base import (
 )
 from runner.backends.ortweb import DESCRIPTOR, browser
 from runner.backends.ortweb.package import (
-    BUILDS,
+    CAPTURE_NEEDS,
     DEFAULT_BUILD,
     OrtWebPackage,
     package_for,
@@ -39,6 +39,7 @@ from runner.backends.ortweb.package import (
 )
 from runner.backends.ortweb.server import AssetServer
 from runner.backends.ortweb.trace import build_trace, call_counts
+from runner.backends.ortweb.versions import max_opset
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
 from runner.scenario.values import ScenarioRun, StepRun
@@ -80,7 +81,7 @@ class OrtWebBackend:
         return {
             "ort_web_versions": {v: p.package_version for v, p in self._packages.items()},
             "ort_web_pinned": pinned_version(),
-            "bundles": {name: build.module for name, build in BUILDS.items()},
+            "bundles": self._modules(),
             "chromium": self._browser.version,
             "chromium_path": str(self.chromium.path),
             "chromium_found_by": self.chromium.found_by,
@@ -98,7 +99,7 @@ class OrtWebBackend:
         from runner.backends.ortweb.page import CaseTimedOut, PageBroken
 
         details = _details(case.backend)
-        page, status, message = self._page_for(case.backend, workload)
+        page, status, message = self._page_for(case.backend, workload, case.capture)
         if page is None:
             return BackendRun(status=status, message=message, details=details)
         try:
@@ -125,7 +126,9 @@ class OrtWebBackend:
 
         faults = sorted(plan.inject & DESCRIPTOR.faults.keys())
         details = {**_details(plan.target), **({"faults": faults} if faults else {})}
-        page, status, message = self._page_for(plan.target, plan.workload)
+        # GPU tensors: a capture session's inputs, and outputs left on the GPU
+        gpu = any(s.capture or s.location == "gpu-buffer" for s in plan.scenario.sessions)
+        page, status, message = self._page_for(plan.target, plan.workload, gpu)
         if page is None:
             return ScenarioRun(status, message, details=details)
         try:
@@ -197,9 +200,12 @@ class OrtWebBackend:
         }
         return spec, registered
 
-    def _page_for(self, target, workload: Workload) -> tuple[BundlePage | None, str, str]:
+    def _page_for(
+        self, target, workload: Workload, capture: bool
+    ) -> tuple[BundlePage | None, str, str]:
         """The page of `target`'s build and version, loaded; or None, the status and why it
-        cannot run `workload` (no such build, input types, no shader-f16, a broken page)."""
+        cannot run `workload`, captured if `capture` (no WebGPU or no such build in the version,
+        input types, no shader-f16, a broken page, a build that cannot capture)."""
         from runner.backends.ortweb.page import PageBroken
 
         bundle = target.bundle or DEFAULT_BUILD
@@ -208,12 +214,19 @@ class OrtWebBackend:
             package = self._package(version)
         except EnvironmentUnusable as failed:  # this version, not the machine: its cases fail
             return None, "error", str(failed)
-        if package.layout_problem():
-            return None, "error", package.layout_problem()
+        if package.layout_problem():  # no WebGPU at all: skipped (bisect steps over it)
+            return None, "error" if package.ships_webgpu() else "skipped", package.layout_problem()
         if package.builds()[bundle]:
             message = (
                 f"onnxruntime-web {version} has no {bundle} build "
                 f"(its dist/ lacks {package.builds()[bundle].removeprefix('dist/')})"
+            )
+            return None, "skipped", message
+        newest = max_opset(package.package_version)
+        if newest is not None and _opset(workload) > newest:
+            message = (
+                f"onnxruntime-web {version} takes ONNX opsets up to {newest}; the model is opset "
+                f"{_opset(workload)}"
             )
             return None, "skipped", message
         unsupported = sorted(
@@ -230,6 +243,12 @@ class OrtWebBackend:
             return None, "error", str(broken)
         if "shader-f16" not in self.adapter["features"] and _uses_float16(workload):
             message = "float16 model or inputs, and the WebGPU adapter lacks shader-f16"
+            return None, "skipped", message
+        if capture and page.lacks:
+            message = (
+                f"onnxruntime-web {version} ({package.module(bundle)}) cannot capture: it has no "
+                f"{', '.join(page.lacks)} ({CAPTURE_NEEDS})"
+            )
             return None, "skipped", message
         return page, "ok", ""
 
@@ -280,6 +299,13 @@ class OrtWebBackend:
             self.close()
             raise
 
+    def _modules(self) -> dict[str, dict[str, str]]:
+        """Each version's module per build it ships."""
+        return {
+            version: {b: package.module(b) for b, lacks in package.builds().items() if not lacks}
+            for version, package in self._packages.items()
+        }
+
     def _package(self, version: str) -> OrtWebPackage:
         """The version's package, installed if need be, its dist/ served under its prefix."""
         if version not in self._packages:
@@ -303,7 +329,8 @@ class OrtWebBackend:
             self._pages.clear()
             self._version = version
         if bundle not in self._pages:
-            module = f"{_dist_prefix(self._package(version))}/{BUILDS[bundle].module}"
+            package = self._package(version)
+            module = f"{_dist_prefix(package)}/{package.module(bundle)}"
             self._pages[bundle] = BundlePage(self._context, self._server, module)
         adapter = self._pages[bundle].open()
         if not adapter:
@@ -462,6 +489,12 @@ def _static_dims(value: onnx.ValueInfoProto) -> list[int] | None:
         return None
     dims = [d.dim_value if d.HasField("dim_value") else None for d in shape.shape.dim]
     return None if None in dims else dims
+
+
+def _opset(workload: Workload) -> int:
+    """The model's ai.onnx opset."""
+    model = onnx.load_from_string(workload.model)
+    return max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
 
 
 def _uses_float16(workload: Workload) -> bool:

@@ -9,9 +9,10 @@ see half a package (the first rename wins; the others discard theirs).
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,22 +34,88 @@ NPM_HINT = (
 
 @dataclass(frozen=True)
 class Build:
-    """One WebGPU implementation in a package's dist/: the module the page imports and the
-    wasm binary it fetches (which tells the builds apart: JSEP, the C++ EP, the C++ EP on JSPI)."""
+    """One WebGPU implementation in a package's dist/, told apart by the wasm binary its module
+    fetches (JSEP, the C++ EP, the C++ EP on JSPI); which file its module is depends on the
+    release line's layout (LAYOUTS)."""
 
-    module: str
     wasm: str  # a glob in dist/
     about: str  # what it is, in words
 
 
 # The builds a suite's `bundle:` may name (the descriptor's `builds`).
 BUILDS = {
-    "jsep": Build(
-        "ort.mjs", "*.jsep.wasm", "the JavaScript EP; what `import 'onnxruntime-web'` is"
-    ),
-    "webgpu": Build("ort.webgpu.mjs", "*.asyncify.wasm", "the C++ WebGPU EP, asyncify"),
-    "jspi": Build("ort.jspi.mjs", "*.jspi.wasm", "the C++ WebGPU EP, JSPI"),
+    "jsep": Build("*.jsep.wasm", "the JavaScript EP (JSEP)"),
+    "webgpu": Build("*.asyncify.wasm", "the C++ WebGPU EP, asyncify"),
+    "jspi": Build("*.jspi.wasm", "the C++ WebGPU EP, JSPI"),
 }
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a line of releases lays out dist/: the files that tell it (a dist/ holding any one
+    of them), and each build's module there. A module named ``*.mjs`` is an ES module the page
+    imports; one named ``*.js`` a UMD script it loads with a <script> tag (it defines
+    ``globalThis.ort``). Measured on every release line, 2026-12-02
+    (docs/versions-and-bisect.md)."""
+
+    since: str  # the first release laid out so
+    markers: tuple[str, ...]  # globs in dist/
+    modules: dict[str, str]  # build -> its module in dist/
+    about: str
+
+
+# First match wins: newest first.
+LAYOUTS = (
+    Layout(
+        "1.23.0",
+        ("*.asyncify.wasm", "*.jspi.wasm", "ort.jspi.mjs"),
+        {"jsep": "ort.mjs", "webgpu": "ort.webgpu.mjs", "jspi": "ort.jspi.mjs"},
+        "ES modules: JSEP in ort.mjs, the C++ EP in ort.webgpu.mjs (asyncify) and, from 1.24, "
+        "ort.jspi.mjs",
+    ),
+    Layout(
+        "1.19.0",
+        ("ort.webgpu.mjs",),
+        {"jsep": "ort.webgpu.mjs"},
+        "ES modules, JSEP only, in ort.webgpu.mjs (ort.mjs has no WebGPU before 1.21)",
+    ),
+    Layout(
+        "1.15.0",
+        ("ort.webgpu.min.js",),
+        {"jsep": "ort.webgpu.min.js"},
+        "a UMD script, JSEP only: ort.webgpu.min.js (1.17 and 1.18 add esm/ and cjs/ folders)",
+    ),
+)
+FIRST_WEBGPU = LAYOUTS[-1].since
+# The newest ai.onnx opset a release line's session takes, where it is older than the builtin
+# models' 20 (measured 2026-12-02): a newer one is refused, by 1.16 as a bare number.
+OPSETS = {"1.15.0": 18, "1.16.0": 19, "1.17.0": None}
+# What capture needs that a build may lack (harness.js reports which its module lacks)
+CAPTURE_NEEDS = "GPU tensors and graph capture came in 1.17.0"
+
+
+def layout_of(names: Iterable[str]) -> Layout | None:
+    """The layout of a dist/ holding files named `names`; None if none fits."""
+    names = list(names)
+    for layout in LAYOUTS:
+        if any(fnmatch.filter(names, marker) for marker in layout.markers):
+            return layout
+    return None
+
+
+def lacks(build: str, names: Iterable[str]) -> str:
+    """What a dist/ holding files named `names` lacks of `build` (a file or glob), '' if
+    nothing: it ships the build."""
+    names = list(names)
+    layout = layout_of(names)
+    module = layout.modules.get(build) if layout else None
+    if module is not None and module not in names:
+        return module
+    if not fnmatch.filter(names, BUILDS[build].wasm):
+        return BUILDS[build].wasm
+    return "" if module is not None else BUILDS[build].wasm
+
+
 DEFAULT_BUILD = "jsep"
 
 
@@ -75,36 +142,52 @@ class OrtWebPackage:
         """What its package.json says (a local build's own version)."""
         return json.loads((self.root / "package.json").read_text())["version"]
 
-    def builds(self) -> dict[str, str]:
-        """Each build: '' if the package ships it, else what it lacks."""
-        return {name: self._lacks(build) for name, build in BUILDS.items()}
+    def names(self) -> list[str]:
+        """The files directly in dist/."""
+        return sorted(self.dist_files())
 
-    def _lacks(self, build: Build) -> str:
-        if not (self.dist / build.module).is_file():
-            return f"dist/{build.module}"
-        if not any(self.dist.glob(build.wasm)):
-            return f"dist/{build.wasm}"
-        return ""
+    def layout(self) -> Layout | None:
+        return layout_of(self.names())
+
+    def builds(self) -> dict[str, str]:
+        """Each build: '' if the package ships it, else what its dist/ lacks (dist/<file>)."""
+        names = self.names()
+        return {name: f"dist/{what}" if (what := lacks(name, names)) else "" for name in BUILDS}
+
+    def module(self, build: str) -> str:
+        """The file in dist/ that a build's page loads (the package ships the build)."""
+        return self.layout().modules[build]
+
+    def ships_webgpu(self) -> bool:
+        """Whether its dist/ holds any WebGPU file (onnxruntime-web has one from 1.15.0)."""
+        return any(fnmatch.filter(self.names(), glob) for glob in ("*webgpu*", "*jsep*", "*jspi*"))
 
     def layout_problem(self) -> str | None:
-        """Why this runner cannot use the package at all: no build it knows is in its dist/."""
+        """Why this runner cannot use the package at all: it ships no WebGPU EP, or none of the
+        builds in the layouts this runner knows."""
+        if not self.ships_webgpu():
+            return (
+                f"onnxruntime-web {self.version} ships no WebGPU EP (no ort.webgpu.* or "
+                f"*.jsep.wasm in its dist/; the first release with one is {FIRST_WEBGPU})"
+            )
         if all(self.builds().values()):
-            modules = ", ".join(f"{b.module} with {b.wasm}" for b in BUILDS.values())
+            lacking = "; ".join(f"{name}: {what}" for name, what in self.builds().items())
             return (
                 f"onnxruntime-web {self.version}: its dist/ holds none of the builds this runner "
-                f"knows ({modules}); its layout of files is not understood"
+                f"knows ({lacking}); its layout of files is not understood"
             )
         return None
 
     def build_files(self, build: str) -> dict[str, Path]:
         """The dist/ files one build loads, by name: its module, its wasm binary and the
         binary's loader (``repro --local`` copies them, so a bundle runs offline)."""
-        files = {BUILDS[build].module: self.dist / BUILDS[build].module}
+        module = self.module(build)
+        files = {module: self.dist / module}
         for binary in sorted(self.dist.glob(BUILDS[build].wasm)):
             files[binary.name] = binary
-            loader = binary.with_suffix(".mjs")
-            if loader.is_file():
-                files[loader.name] = loader
+            for loader in (binary.with_suffix(".mjs"), binary.with_suffix(".js")):
+                if loader.is_file():
+                    files[loader.name] = loader
         return files
 
     def dist_files(self) -> dict[str, Path]:
@@ -112,11 +195,11 @@ class OrtWebPackage:
         return {file.name: file for file in self.dist.iterdir() if file.is_file()}
 
 
-def published_url(version: str, build: str) -> str | None:
-    """Where the CDN serves a published version's build module; None for a local build."""
+def published_url(version: str, module: str) -> str | None:
+    """Where the CDN serves a published version's dist/ file `module`; None for a local build."""
     if version.startswith("file:"):
         return None
-    return f"{CDN}/{PACKAGE}@{version}/dist/{BUILDS[build].module}"
+    return f"{CDN}/{PACKAGE}@{version}/dist/{module}"
 
 
 def package_for(version: str) -> OrtWebPackage:

@@ -49,6 +49,7 @@ class BundlePage:
         self.loads = 0  # how many times the page was (re)opened: the costly part
         self._ran = False  # whether a case or scenario ran since the page was loaded
         self.adapter: dict[str, Any] | None = None  # the WebGPU adapter the page saw at load
+        self.lacks: list[str] = []  # what capture needs that the loaded module lacks (harness.js)
         self.sequence: Any = None  # the layout-change sequence whose sessions the page holds
         self._context_model: str | None = None  # its server path while the page is loaded
 
@@ -206,6 +207,7 @@ class BundlePage:
                 f"loading onnxruntime-web ({self._module.rsplit('/', 1)[-1]}) {failure}"
             )
         self.adapter = loaded["adapter"]
+        self.lacks = loaded["lacks"]
         return page
 
     def _on_crash(self, _page: Page) -> None:

@@ -35,7 +35,12 @@ SESSION_OPTION_FAULTS = frozenset({"ep-name-as-string"})
 def write_runner(request: ReproRequest) -> ReproRunner:
     build = request.target.bundle or DEFAULT_BUILD
     version = request.target.version or pinned_version()
-    module = BUILDS[build].module
+    if not request.local and version.startswith("file:"):
+        raise InvalidInput(
+            f"onnxruntime-web {version} is a local build with no published URL: "
+            "--local copies its files into the bundle"
+        )
+    module = package_for(version).module(build)  # which file it is depends on the version
     folder = request.folder
     files = ["index.html", "repro.mjs", "feeds.mjs", "scenario.mjs", "context.onnx"]
     if request.local:
@@ -51,12 +56,7 @@ def write_runner(request: ReproRequest) -> ReproRunner:
         judge_url = "./pyodide/"
     else:
         judge_url = pyodide.published_url()
-        url = published_url(version, build)
-        if url is None:
-            raise InvalidInput(
-                f"onnxruntime-web {version} is a local build with no published URL: "
-                "--local copies its files into the bundle"
-            )
+        url = published_url(version, module)
     script = None
     if request.faults - SESSION_OPTION_FAULTS:
         shutil.copyfile(ASSETS / "faults.js", folder / "faults.js")

@@ -21,7 +21,13 @@ from pathlib import Path
 
 from runner.backends.base import ResolvedVersion, VersionProblem
 from runner.backends.ortweb.npmcli import npm
-from runner.backends.ortweb.package import PACKAGE, OrtWebPackage, pinned_version, versions_folder
+from runner.backends.ortweb.package import (
+    OPSETS,
+    PACKAGE,
+    OrtWebPackage,
+    pinned_version,
+    versions_folder,
+)
 from runner.errors import EnvironmentUnusable
 from runner.files import write_atomic
 
@@ -45,6 +51,13 @@ def version_key(version: str) -> tuple:
     numbers = tuple(int(part) if part.isdigit() else 0 for part in core.split("."))
     identifiers = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split("."))
     return numbers, 0 if pre else 1, identifiers if pre else ()
+
+
+def max_opset(version: str) -> int | None:
+    """The newest ai.onnx opset `version` takes (package.OPSETS); None where the table sets no
+    limit."""
+    lines = [line for line in OPSETS if version_key(line) <= version_key(version)]
+    return OPSETS[max(lines, key=version_key)] if lines else None
 
 
 def is_dev_build(version: str) -> bool:

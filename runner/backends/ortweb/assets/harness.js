@@ -106,7 +106,10 @@ const createSession = async (spec) => {
     session = await ort.InferenceSession.create(new Uint8Array(model), options);
   } catch (error) {
     tracer.end();
-    const message = String(error && error.message ? error.message : error);
+    // before 1.17 onnxruntime-web throws some refusals as a bare number (a C++ exception)
+    const message = typeof error === 'number'
+      ? `onnxruntime-web threw a bare number (${error}): a C++ exception without its message`
+      : String(error && error.message ? error.message : error);
     // ORT's time up to the refusal counts as the backend's, like a created session's
     const timings = {sessionMs: performance.now() - start, firstRunMs: null, medianRunMs: null};
     const status = creationStatus(capture, message);
@@ -324,20 +327,49 @@ const withDeadline = (job, ms) => {
   return Promise.race([job, expired]).finally(() => clearTimeout(timer));
 };
 
+/**
+ * The module at `url`: an ES module (`*.mjs`), or a UMD script (`*.js`, the only WebGPU bundle
+ * of onnxruntime-web before 1.19) loaded by a <script> tag, which defines `globalThis.ort`.
+ */
+const loadModule = (url) => (url.endsWith('.js')
+  ? new Promise((resolve, reject) => {
+    const script = Object.assign(document.createElement('script'), {src: url});
+    script.onload = () => resolve(globalThis.ort);
+    script.onerror = () => reject(new Error(`loading the script ${url} failed`));
+    document.head.append(script);
+  })
+  : import(url));
+
 window.harness = {
   /**
-   * Imports the onnxruntime-web bundle at `url` and meanwhile asks for the WebGPU adapter (no
-   * page of its own for that): ORT's version, and the adapter or null. `contextModel`: the URL
-   * of the page's own session's model (`contextSession`).
+   * Loads the onnxruntime-web bundle at `url` and meanwhile asks for the WebGPU adapter (no
+   * page of its own for that): ORT's version (none before 1.17), the adapter or null, and what
+   * capture needs that the bundle lacks (`lacks`: GPU tensors came in 1.17). `contextModel`: the
+   * URL of the page's own session's model (`contextSession`).
    */
   async load(url, contextModel) {
-    const [module, adapter] = await Promise.all([import(url), adapterInfo()]);
+    // onnxruntime-web 1.17 .. 1.22 call GPUAdapter.requestAdapterInfo(), which Chromium has
+    // since removed for `adapter.info` ("no available backend found. ERR: [webgpu] TypeError:
+    // r.requestAdapterInfo is not a function" on 1.17.3): given back, as a page for them must
+    if (typeof GPUAdapter !== 'undefined' && !GPUAdapter.prototype.requestAdapterInfo) {
+      GPUAdapter.prototype.requestAdapterInfo = async function requestAdapterInfo() {
+        return this.info;
+      };
+    }
+    const [module, adapter] = await Promise.all([loadModule(url), adapterInfo()]);
     ort = module;
+    // What later cases call and older versions lack: before 1.17 a tensor is CPU data only
+    // (`data`); before 1.16 a session has no release (it lives until collected)
+    ort.Tensor.prototype.getData ||= async function getData() {
+      return this.data;
+    };
+    ort.InferenceSession.prototype.release ||= async () => {};
     feed = feeder(ort, faults);
     ort.env.wasm.numThreads = 1; // threads need cross-origin isolation; WebGPU does the work
     ort.env.logLevel = 'error'; // ORT logs warnings with console.error
     contextModelUrl = contextModel;
-    return {version: ort.env.versions.web, adapter};
+    const lacks = typeof ort.Tensor.fromGpuBuffer === 'function' ? [] : ['Tensor.fromGpuBuffer'];
+    return {version: ort.env.versions ? ort.env.versions.web : null, adapter, lacks};
   },
   /**
    * Runs one case; returns its result as JSON text: one protocol round trip per case, and

@@ -360,6 +360,16 @@ const judgeSteps = async (manifest, results) => {
     (a, b) => firstDifference(table[a], table[b])));
 };
 
+/** The build: an ES module, or (before 1.19) a UMD script `*.js` defining globalThis.ort. */
+const loadOrt = () => (ORT_URL.endsWith('.js')
+  ? new Promise((resolve, reject) => {
+    const script = Object.assign(document.createElement('script'), {src: ORT_URL});
+    script.onload = () => resolve(globalThis.ort);
+    script.onerror = () => reject(new Error(`loading the script ${ORT_URL} failed`));
+    document.head.append(script);
+  })
+  : import(ORT_URL));
+
 const main = async () => {
   if (typeof GPUDevice === 'undefined' || !navigator.gpu) {
     return failure('this browser offers no WebGPU (navigator.gpu)');
@@ -370,11 +380,11 @@ const main = async () => {
     await import(FAULT_SCRIPT);
   }
   const manifest = await (await fetch('repro.json')).json();
-  const [ort, adapter] = await Promise.all([import(ORT_URL), navigator.gpu.requestAdapter()]);
+  const [ort, adapter] = await Promise.all([loadOrt(), navigator.gpu.requestAdapter()]);
   ort.env.wasm.numThreads = 1; // threads need cross-origin isolation; WebGPU does the work
   ort.env.logLevel = 'error';
   const info = adapter ? adapter.info : {};
-  say(`onnxruntime-web ${ort.env.versions.web} (${ORT_URL}); WebGPU adapter: ` +
+  say(`onnxruntime-web ${ort.env.versions ? ort.env.versions.web : ''} (${ORT_URL}); WebGPU adapter: ` +
       `${info.vendor || '?'} ${info.architecture || '?'} ${info.device || ''}`.trim());
   say(`result ${manifest.result}: ${manifest.case}`);
   if (FAULTS.length) {
