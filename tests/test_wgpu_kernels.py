@@ -727,15 +727,30 @@ def test_group_query_attention(backend, shape):
 
 
 @pytest.mark.parametrize(
-    "bits, depth, zero_points, bias",
-    [(4, 70, False, False), (4, 64, True, True), (8, 45, True, False), (2, 64, False, True)],
-    ids=["4bit-padded-k", "4bit-zero-points-bias", "8bit-zero-points", "2bit-bias"],
+    "bits, depth, block, columns, zero_points, bias",
+    [
+        (4, 70, 32, 67, False, False),
+        (4, 64, 32, 66, True, True),
+        (8, 45, 16, 65, True, False),
+        (2, 64, 32, 67, False, True),
+        (2, 40, 16, 3, True, True),
+        (8, 200, 64, 1, False, False),
+    ],
+    ids=[
+        "4bit-padded-k",
+        "4bit-zero-points-bias",
+        "8bit-zero-points",
+        "2bit-bias",
+        "2bit-block-a-word-fewer-columns-than-a-tile",
+        "8bit-one-column",
+    ],
 )
-def test_matmul_nbits(backend, bits, depth, zero_points, bias):
+def test_matmul_nbits(backend, bits, depth, block, columns, zero_points, bias):
     """Dequantized in the kernel, against onnxruntime's CPU kernel at accuracy_level 0 (float
     arithmetic there too, so the default tolerance holds). Levels, scales and zero points are
-    random; values pack from the low bits of each byte up, as onnxruntime lays them out."""
-    block, columns, per_byte = 32, 67, 8 // bits
+    random; values pack from the low bits of each byte up, as onnxruntime lays them out. K past
+    the last whole block, N past the last whole tile of columns an invocation computes."""
+    per_byte = 8 // bits
     blocks = -(-depth // block)
 
     def packed(levels: np.ndarray) -> np.ndarray:
@@ -775,3 +790,15 @@ def test_matmul_nbits(backend, bits, depth, zero_points, bias):
     )
     used = {n: values[n] for n in names if n}
     assert_matches_onnxruntime(backend, *node_model(node, used, tuple(used)[1:]))
+
+
+def test_matmul_nbits_blocks_not_whole_words_are_unsupported(backend):
+    weights = np.zeros((4, 1, 12), np.uint8)
+    values = {"a": floats(2, 24), "b": weights, "scales": floats(4)}
+    node = helper.make_node(
+        "MatMulNBits", list(values), ["y"], domain="com.microsoft", K=24, N=4, bits=4, block_size=24
+    )
+    model = node_model(node, values, ("b", "scales"))
+    result = backend.run(CaseWork(make_case(), make_workload(*model)))
+    assert result.status == "unsupported-op"
+    assert "block_size=24" in result.message

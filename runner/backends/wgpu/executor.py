@@ -1,7 +1,8 @@
 """Run a plan on a device: eager, or captured once and replayed.
 
 Eager: every run writes the inputs, creates each dispatch's uniform buffer (written once) and
-bind group afresh, encodes the dispatches, submits, and reads the outputs.
+bind group afresh, encodes the dispatches, submits, and reads the outputs (each run, eager or
+replayed, copies them all into the session's readback buffer and maps it once).
 
 Capture: the first run of each graph of a capture case looks up the session's capture key in
 the device's capture cache; on a miss it records the dispatch list (pipeline, bind group,
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 import numpy as np
 import wgpu
@@ -91,6 +93,10 @@ class Session:
             if data.size:
                 device.device.queue.write_buffer(self.buffers[name].gpu, 0, data)
         self.pipelines = [device.pipeline(step.program) for step in plan.steps]
+        # every graph output of a run is copied here and mapped once (a decoder: logits and caches)
+        size = sum(plan.tensors[name].nbytes for name in plan.outputs)
+        usage = wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
+        self.readback = device.buffer(max(4, size), f"s{number}/readback", usage)
         # graph -> its own buffers for the storage of graph inputs and outputs (graph 0: none)
         self.graph_io: dict[int, dict[str, Buffer]] = {}
 
@@ -328,9 +334,19 @@ class Session:
         self.device.device.queue.submit([encoder.finish()])
 
     def _read(self, outputs: Sequence[tuple[Buffer, Tensor]]) -> dict[str, np.ndarray]:
-        """The graph outputs, named by this session's plan, read from ``outputs`` in order."""
-        queue = self.device.device.queue
+        """The graph outputs, named by this session's plan, read from ``outputs`` in order: one
+        copy each into the readback buffer, one submit, one map."""
+        sizes = [tensor.nbytes for _, tensor in outputs]
+        offsets = list(accumulate(sizes, initial=0))[:-1]
+        encoder = self.device.device.create_command_encoder()
+        for (buffer, _), offset, size in zip(outputs, offsets, sizes, strict=True):
+            if size:
+                encoder.copy_buffer_to_buffer(buffer.gpu, 0, self.readback.gpu, offset, size)
+        self.device.device.queue.submit([encoder.finish()])
+        self.readback.gpu.map_sync(wgpu.MapMode.READ)
+        data = self.readback.gpu.read_mapped()
+        self.readback.gpu.unmap()
         return {
-            name: from_device(queue.read_buffer(buffer.gpu, 0, tensor.nbytes), tensor)
-            for name, (buffer, tensor) in zip(self.plan.outputs, outputs, strict=True)
+            name: from_device(data[offset:], tensor)
+            for name, (_, tensor), offset in zip(self.plan.outputs, outputs, offsets, strict=True)
         }

@@ -39,6 +39,7 @@ from runner.backends.wgpu.kernels.elementwise import (
 from runner.backends.wgpu.kernels.gather import gather_kernel, gather_values
 from runner.backends.wgpu.kernels.matmul import matmul_kernel, matmul_values
 from runner.backends.wgpu.kernels.quantized import (
+    COLUMNS,
     gather_block_quantized_kernel,
     matmul_nbits_kernel,
 )
@@ -634,6 +635,8 @@ def _matmul_nbits(node: Node, ins: list) -> OpPlan:
     depth, columns = int(node.attr("K")), int(node.attr("N"))
     if bits not in (2, 4, 8):
         raise node.unsupported(f"bits={bits}: only 2, 4 and 8 are implemented")
+    if block < 16 or block & (block - 1):
+        raise node.unsupported(f"block_size={block}: expected a power of 2 of at least 16")
     if weights.value is None or scales.value is None:
         raise node.unsupported("B and scales must be constant")
     blocks = -(-depth // block)
@@ -647,13 +650,14 @@ def _matmul_nbits(node: Node, ins: list) -> OpPlan:
         operands.append(5)
     rows = a.size // depth
     out = Tensor((*a.shape[:-1], columns), TensorProto.FLOAT)
+    invocations = rows * -(-columns // COLUMNS)
     values = {
-        "size": out.size,
+        "size": invocations,
         "rows": rows,
         "cols": columns,
         "strides": [depth, blocks, block, bits],
     }
-    launch = Launch(matmul_nbits_kernel(bias is not None), tuple(operands), values, out.size)
+    launch = Launch(matmul_nbits_kernel(bias is not None), tuple(operands), values, invocations)
     return OpPlan((out,), (launch,))
 
 
