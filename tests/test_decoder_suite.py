@@ -489,3 +489,26 @@ def run_on_a_new_backend(backend: str, case, workload):
         return opened.run(CaseWork(case, workload))
     finally:
         opened.close()
+
+
+def test_a_real_prompts_ids_are_the_prefill_and_one_past_the_vocabulary_is_refused(write_suite):
+    """`prompt:` as token ids (a real prompt, as the model's tokenizer writes it): the prefill
+    feeds exactly those; an id the vocabulary lacks exits 2 at that id."""
+    text = (
+        "models:\n"
+        "  llama-prompted:\n"
+        "    builtin: decoder\n"
+        "    max_length: 16\n"
+        "    generate: {prompt: [3, 95, 7], steps: 2}\n"
+        "backends: [wgpu]\n"
+    )
+    [case, *_] = expand_matrix([load_suite(write_suite(text), REGISTRY)])
+    workload = materialize(case, runs=1)
+    assert workload.variants[(0, PREFILL_DRAW)]["input_ids"].tolist() == [[3, 95, 7]]
+    refused = write_suite(text.replace("[3, 95, 7]", "[3, 96, 7]"))
+    proc = regress("validate", refused)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip() == (
+        f"{refused}:5:28: token id 96 of model 'llama-prompted''s prompt; expected ids below "
+        "its vocabulary (96)"
+    )

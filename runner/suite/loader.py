@@ -546,8 +546,8 @@ class _Builder:
                 self.problem(path, f"model {name!r}: {exc}", "sizes GroupQueryAttention takes")
                 params = DecoderParams(static_mask=True)
         loop = self.generation_loop(name, spec.get("generate", {}), params, path + ("generate",))
-        for j, token in enumerate(loop.tokens or ()):
-            if sized and token >= params.vocab:
+        for j, token in enumerate((loop.tokens or ()) if sized else ()):
+            if token >= params.vocab:
                 self.problem(
                     path + ("generate", "prompt", j),
                     f"token id {token} of model {name!r}'s prompt",
