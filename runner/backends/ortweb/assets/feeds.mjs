@@ -20,6 +20,19 @@ export const TYPED_ARRAYS = {
   bool: Uint8Array,
 };
 
+/**
+ * The onnxruntime-web build at `url`: an ES module (`*.mjs`), or a UMD script (`*.js`, the only
+ * WebGPU bundle before 1.19) loaded by a <script> tag, which defines `globalThis.ort`.
+ */
+export const loadModule = (url) => (url.endsWith('.js')
+  ? new Promise((resolve, reject) => {
+    const script = Object.assign(document.createElement('script'), {src: url});
+    script.onload = () => resolve(globalThis.ort);
+    script.onerror = () => reject(new Error(`loading the script ${url} failed`));
+    document.head.append(script);
+  })
+  : import(url));
+
 export const byteLength = (tensor) =>
   tensor.dims.reduce((a, b) => a * b, 1) * TYPED_ARRAYS[tensor.type].BYTES_PER_ELEMENT;
 

@@ -9,7 +9,7 @@
 // (`keepSession`), kept until then so that the revisit replays the earlier capture after the
 // sequence's other layouts (layout-change sequences).
 // A case's `faults` (faults.js) are armed only while its own capture session records.
-import {feeder, releaseEntry} from './feeds.mjs';
+import {feeder, loadModule, releaseEntry} from './feeds.mjs';
 import {creationStatus, runScenarioSteps, sessionName} from './scenario.mjs';
 
 const tracer = window.__webgpuTracer;
@@ -326,19 +326,6 @@ const withDeadline = (job, ms) => {
   });
   return Promise.race([job, expired]).finally(() => clearTimeout(timer));
 };
-
-/**
- * The module at `url`: an ES module (`*.mjs`), or a UMD script (`*.js`, the only WebGPU bundle
- * of onnxruntime-web before 1.19) loaded by a <script> tag, which defines `globalThis.ort`.
- */
-const loadModule = (url) => (url.endsWith('.js')
-  ? new Promise((resolve, reject) => {
-    const script = Object.assign(document.createElement('script'), {src: url});
-    script.onload = () => resolve(globalThis.ort);
-    script.onerror = () => reject(new Error(`loading the script ${url} failed`));
-    document.head.append(script);
-  })
-  : import(url));
 
 window.harness = {
   /**

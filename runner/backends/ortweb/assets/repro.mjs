@@ -12,7 +12,7 @@
 // page runs them with too, replays them, and the judge names the first failing step.
 // Serve the folder (python3 -m http.server) and open index.html; ?faults=off runs the same
 // steps without the injected fault(s) a --with-fault bundle carries.
-import {TYPED_ARRAYS, feeder, releaseEntry} from './feeds.mjs';
+import {TYPED_ARRAYS, feeder, loadModule, releaseEntry} from './feeds.mjs';
 import {creationStatus, runScenarioSteps, sessionName} from './scenario.mjs';
 
 const UNIFORM = 0x40; // GPUBufferUsage.UNIFORM
@@ -360,16 +360,6 @@ const judgeSteps = async (manifest, results) => {
     (a, b) => firstDifference(table[a], table[b])));
 };
 
-/** The build: an ES module, or (before 1.19) a UMD script `*.js` defining globalThis.ort. */
-const loadOrt = () => (ORT_URL.endsWith('.js')
-  ? new Promise((resolve, reject) => {
-    const script = Object.assign(document.createElement('script'), {src: ORT_URL});
-    script.onload = () => resolve(globalThis.ort);
-    script.onerror = () => reject(new Error(`loading the script ${ORT_URL} failed`));
-    document.head.append(script);
-  })
-  : import(ORT_URL));
-
 const main = async () => {
   if (typeof GPUDevice === 'undefined' || !navigator.gpu) {
     return failure('this browser offers no WebGPU (navigator.gpu)');
@@ -380,7 +370,7 @@ const main = async () => {
     await import(FAULT_SCRIPT);
   }
   const manifest = await (await fetch('repro.json')).json();
-  const [ort, adapter] = await Promise.all([loadOrt(), navigator.gpu.requestAdapter()]);
+  const [ort, adapter] = await Promise.all([loadModule(ORT_URL), navigator.gpu.requestAdapter()]);
   ort.env.wasm.numThreads = 1; // threads need cross-origin isolation; WebGPU does the work
   ort.env.logLevel = 'error';
   const info = adapter ? adapter.info : {};
