@@ -318,6 +318,29 @@ def tiny_llama_gguf() -> bytes:
         return path.read_bytes()
 
 
+def packaged_llm_suite(mirror: Path, tmp_path: Path, package: str, data: bytes, loop: str) -> Path:
+    """`package` 1.0 in the mirror, its wheel holding `data` as PACKAGE/model.gguf, and a suite
+    declaring that a decoder built by `export: genai-webgpu-fp32` with `generate: LOOP`, on
+    wgpu."""
+    write_wheel(mirror, package, {f"{package}/model.gguf": data})
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "models:\n"
+        f"  {package}:\n"
+        "    package:\n"
+        f"      name: {package}\n"
+        '      version: "1.0"\n'
+        f"      file: {package}/model.gguf\n"
+        f"      sha256: {hashlib.sha256(data).hexdigest()}\n"
+        "      license: MIT\n"
+        "      export: genai-webgpu-fp32\n"
+        "    max_length: 16\n"
+        f"    generate: {loop}\n"
+        "backends: [wgpu]\n"
+    )
+    return suite
+
+
 @pytest.mark.slow
 @pytest.mark.gpu
 def test_a_packaged_gguf_llm_is_built_by_genai_and_decodes_under_capture(mirror, tmp_path):
@@ -325,23 +348,8 @@ def test_a_packaged_gguf_llm_is_built_by_genai_and_decodes_under_capture(mirror,
     writes for WebGPU graph capture (its 4-bit embedding, MatMulNBits, GroupQueryAttention over a
     static cache, head size symbolic in the IO), which a suite declares a decoder of a given
     prompt; wgpu decodes it eager and under capture as onnxruntime CPU does."""
-    data = tiny_llama_gguf()
-    write_wheel(mirror, "tinyllm", {"tinyllm/tiny.gguf": data})
-    suite = tmp_path / "suite.yaml"
-    suite.write_text(
-        "models:\n"
-        "  tinyllm:\n"
-        "    package:\n"
-        "      name: tinyllm\n"
-        '      version: "1.0"\n'
-        "      file: tinyllm/tiny.gguf\n"
-        f"      sha256: {hashlib.sha256(data).hexdigest()}\n"
-        "      license: MIT\n"
-        "      export: genai-webgpu-fp32\n"
-        "    max_length: 16\n"
-        "    generate: {prompt: [0, 7, 11, 3, 9], steps: 3}\n"
-        "backends: [wgpu]\n"
-    )
+    loop = "{prompt: [0, 7, 11, 3, 9], steps: 3}"
+    suite = packaged_llm_suite(mirror, tmp_path, "tinyllm", tiny_llama_gguf(), loop)
     assert regress("list", suite).stdout.split() == [  # the file's dims, unknown until fetched
         f"tinyllm/layout=default/wgpu/{mode}" for mode in ("eager", "capture")
     ]
@@ -349,8 +357,8 @@ def test_a_packaged_gguf_llm_is_built_by_genai_and_decodes_under_capture(mirror,
     proc = regress("run", suite, "--out", out)
     assert proc.returncode == 0, proc.stderr
     told = proc.stdout + proc.stderr
-    assert "exporting tinyllm/tiny.gguf from tinyllm 1.0 to ONNX (genai-webgpu-fp32)" in told
-    exported = tmp_path / "cache/packages/tinyllm/1.0/tinyllm/tiny.gguf.genai-webgpu-fp32.onnx"
+    assert "exporting tinyllm/model.gguf from tinyllm 1.0 to ONNX (genai-webgpu-fp32)" in told
+    exported = tmp_path / "cache/packages/tinyllm/1.0/tinyllm/model.gguf.genai-webgpu-fp32.onnx"
     ops = {node.op_type for node in onnx.load(str(exported)).graph.node}
     assert {"GatherBlockQuantized", "MatMulNBits", "GroupQueryAttention"} <= ops
     [run] = (out / "runs").iterdir()
@@ -365,22 +373,7 @@ def test_a_packaged_gguf_llm_is_built_by_genai_and_decodes_under_capture(mirror,
 def test_a_file_the_export_cannot_convert_stops_the_run_at_the_models_line(mirror, tmp_path):
     """A wheel whose file is no GGUF: the export's own error, at the model's line, exit 2, and
     nothing in the cache."""
-    write_wheel(mirror, "notallm", {"notallm/model.gguf": RELU})
-    suite = tmp_path / "suite.yaml"
-    suite.write_text(
-        "models:\n"
-        "  notallm:\n"
-        "    package:\n"
-        "      name: notallm\n"
-        '      version: "1.0"\n'
-        "      file: notallm/model.gguf\n"
-        f"      sha256: {DIGEST}\n"
-        "      license: MIT\n"
-        "      export: genai-webgpu-fp32\n"
-        "    max_length: 16\n"
-        "    generate: {prompt: 2, steps: 1}\n"
-        "backends: [wgpu]\n"
-    )
+    suite = packaged_llm_suite(mirror, tmp_path, "notallm", RELU, "{prompt: 2, steps: 1}")
     out = tmp_path / "reports"
     proc = regress("run", suite, "--out", out)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr

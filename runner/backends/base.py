@@ -133,6 +133,11 @@ class BackendOptions:
     # sequence anyway: it costs milliseconds there).
     fresh_sequences: bool = False
 
+    @property
+    def on_cpu(self) -> bool:
+        """``--adapter cpu``: the backends driving onnxruntime run its CPU EP (no capture)."""
+        return (self.adapter or "").lower() == "cpu"
+
 
 @dataclass(frozen=True)
 class Diagnosis:

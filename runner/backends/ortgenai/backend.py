@@ -10,30 +10,19 @@ child finds no WebGPU EP device skips every case with what was tried and what wa
 
 from __future__ import annotations
 
-from importlib import metadata
 from typing import Any
 
 from runner.backends.base import BackendOptions, BackendRun, CaseWork, Diagnosis, Work
 from runner.backends.isolated import IsolatedBackend
 from runner.backends.ortnative.environments import install
 from runner.backends.ortnative.versions import NativeVersion
+from runner.environment import package_version
 from runner.errors import EnvironmentUnusable
 from runner.scenario.values import ScenarioRun
 
 NAME = "ort-genai"
 CHILD_FACTORY = "runner.backends.ortgenai.generator:GenaiSteps"
 GENAI_PACKAGE = "onnxruntime-genai"
-
-
-def genai_version() -> str | None:
-    try:
-        return metadata.version(GENAI_PACKAGE)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def on_cpu(options: BackendOptions) -> bool:
-    return (options.adapter or "").lower() == "cpu"
 
 
 def unsupported(work: CaseWork) -> str:
@@ -64,12 +53,12 @@ def unsupported(work: CaseWork) -> str:
 def open_child(options: BackendOptions) -> tuple[IsolatedBackend, dict[str, Any]]:
     """A booted child and what it runs; EnvironmentUnusable when this machine cannot run it
     (no onnxruntime-genai, no plugin API in it, no WebGPU EP device)."""
-    if genai_version() is None:
+    if package_version(GENAI_PACKAGE) is None:
         raise EnvironmentUnusable(
             f"{GENAI_PACKAGE} is not installed (pip install -e '.[real]' installs it)"
         )
     path: tuple[str, ...] = ()
-    if not on_cpu(options):  # the plugin, as ort-native installs it for its pinned pair
+    if not options.on_cpu:  # the plugin, as ort-native installs it for its pinned pair
         path = (str(install(NativeVersion.parse(None))),)
     child = IsolatedBackend(NAME, CHILD_FACTORY, options, path=path)
     try:
@@ -98,7 +87,7 @@ class GenaiBackend:
         return self._child
 
     def environment(self) -> dict[str, Any]:
-        return {GENAI_PACKAGE: genai_version(), **(self._environment or {})}
+        return {GENAI_PACKAGE: package_version(GENAI_PACKAGE), **(self._environment or {})}
 
     def run(self, work: Work) -> BackendRun | ScenarioRun:
         if not isinstance(work, CaseWork):  # the descriptor lists no steps: never handed one
@@ -118,11 +107,11 @@ class GenaiBackend:
 
 
 def prepare_run(targets, say) -> dict[str, Any]:
-    return {"onnxruntime_genai": genai_version()}
+    return {"onnxruntime_genai": package_version(GENAI_PACKAGE)}
 
 
 def diagnose() -> list[Diagnosis]:
-    version = genai_version()
+    version = package_version(GENAI_PACKAGE)
     if version is None:
         fix = "pip install -e '.[real]' (onnxruntime-genai)"
         return [Diagnosis(GENAI_PACKAGE, False, "not installed", fix, skips=True)]

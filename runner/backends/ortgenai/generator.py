@@ -24,13 +24,13 @@ import json
 import shutil
 import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from runner.backends.base import BackendOptions, BackendRun, CaseWork, Timings, Trace, case_timeout
+from runner.environment import package_version
 from runner.errors import EnvironmentUnusable
 from runner.schedule import PREFILL_DRAW
 from runner.workload.decoder import cache_names
@@ -39,13 +39,6 @@ WEBGPU_EP = "WebGpuExecutionProvider"
 NO_GPU = "no WebGPU EP device: ONNX Runtime found no GPU (lavapipe and SwiftShader do not count)"
 # genai's option that turns the builder's `enable_webgpu_graph` into a captured decode loop
 CAPTURE_OPTIONS = {"enableGraphCapture": "1"}
-
-
-def _version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 class GenaiSteps:
@@ -58,11 +51,10 @@ class GenaiSteps:
         import onnxruntime_genai as og
 
         self.og, self.options = og, options
-        self.on_cpu = (options.adapter or "").lower() == "cpu"
         self.device = "onnxruntime CPU EP"
-        if self.on_cpu:
+        if self.options.on_cpu:
             return
-        genai = f"onnxruntime-genai {_version('onnxruntime-genai')}"
+        genai = f"onnxruntime-genai {package_version('onnxruntime-genai')}"
         if not hasattr(og, "register_execution_provider_library"):
             raise EnvironmentUnusable(
                 f"{genai} cannot take a plugin EP: it has no register_execution_provider_library "
@@ -78,7 +70,7 @@ class GenaiSteps:
         og.register_execution_provider_library("webgpu", library)
         ort.register_execution_provider_library("webgpu", library)
         devices = [d for d in ort.get_ep_devices() if d.ep_name == WEBGPU_EP]
-        plugin = f"onnxruntime-ep-webgpu {_version('onnxruntime-ep-webgpu')}"
+        plugin = f"onnxruntime-ep-webgpu {package_version('onnxruntime-ep-webgpu')}"
         if not devices:
             listed = ", ".join(d.ep_name for d in ort.get_ep_devices()) or "none"
             raise EnvironmentUnusable(
@@ -90,10 +82,11 @@ class GenaiSteps:
         self.device = f"{device.vendor} {getattr(device, 'type', '')}".strip()
 
     def environment(self) -> dict[str, Any]:
+        on_cpu = self.options.on_cpu
         return {
-            "onnxruntime_genai": _version("onnxruntime-genai"),
-            "onnxruntime_ep_webgpu": None if self.on_cpu else _version("onnxruntime-ep-webgpu"),
-            "provider": "CPUExecutionProvider" if self.on_cpu else WEBGPU_EP,
+            "onnxruntime_genai": package_version("onnxruntime-genai"),
+            "onnxruntime_ep_webgpu": None if on_cpu else package_version("onnxruntime-ep-webgpu"),
+            "provider": "CPUExecutionProvider" if on_cpu else WEBGPU_EP,
             "device": self.device,
         }
 
@@ -160,7 +153,7 @@ class GenaiSteps:
             "tokens": tokens,
             "unrun": "the schedule's repeat of the last step (genai runs a step once)",
         }
-        reruns = max(steps - 1, 0) if case.capture and self.on_cpu else 0
+        reruns = max(steps - 1, 0) if case.capture and self.options.on_cpu else 0
         return BackendRun(
             status="timeout" if timed_out else "ok",
             runs=tuple(runs),
@@ -171,7 +164,7 @@ class GenaiSteps:
         )
 
     def _provider_options(self, capture: bool) -> list[dict[str, dict[str, str]]]:
-        if self.on_cpu:
+        if self.options.on_cpu:
             return []
         return [{"webgpu": {**(CAPTURE_OPTIONS if capture else {}), "validationMode": "disabled"}}]
 

@@ -19,7 +19,6 @@ import functools
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -46,6 +45,7 @@ from runner.backends.ortnative.replays import (
     ort_log,
     replayed_graphs,
 )
+from runner.environment import package_version
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
 from runner.oracle import compute_reference
@@ -152,15 +152,14 @@ class EpBackend:
         bindings and faults without a GPU. Any other ``--adapter`` picks the EP device whose
         description holds it (a vendor, a PCI bus id)."""
         self.options = options
-        on_cpu = (options.adapter or "").lower() == "cpu"
-        self.provider = CPU_EP if on_cpu else WEBGPU_EP
-        if not on_cpu:
+        self.provider = CPU_EP if options.on_cpu else WEBGPU_EP
+        if not options.on_cpu:
             import onnxruntime_ep_webgpu  # the plugin, from this version's environment
 
             library = onnxruntime_ep_webgpu.get_library_path()
             ort.register_execution_provider_library("webgpu", library)
-        self.device = self._pick_device(None if on_cpu else options.adapter)
-        self.memory = "cpu" if on_cpu else "webgpu"
+        self.device = self._pick_device(None if options.on_cpu else options.adapter)
+        self.memory = "cpu" if options.on_cpu else "webgpu"
         self._sessions: dict[tuple[str, str], NativeSession] = {}
         self._sequence: tuple | None = None
 
@@ -179,7 +178,7 @@ class EpBackend:
     def environment(self) -> dict[str, Any]:
         return {
             "onnxruntime": ort.__version__,
-            "onnxruntime_ep_webgpu": _version("onnxruntime-ep-webgpu"),
+            "onnxruntime_ep_webgpu": package_version("onnxruntime-ep-webgpu"),
             "provider": self.provider,
             "device": describe(self.device),
             "faults": sorted(self.options.inject),
@@ -578,10 +577,3 @@ def describe(device) -> str:
     return f"{device.ep_name} on {kind} {vendor} device 0x{hardware.device_id:04x}" + (
         f" ({extra})" if extra else ""
     )
-
-
-def _version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None

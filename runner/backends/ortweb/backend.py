@@ -214,19 +214,22 @@ class OrtWebBackend:
             package = self._package(version)
         except EnvironmentUnusable as failed:  # this version, not the machine: its cases fail
             return None, "error", str(failed)
-        if package.layout_problem():  # no WebGPU at all: skipped (bisect steps over it)
-            return None, "error" if package.ships_webgpu() else "skipped", package.layout_problem()
-        if package.builds()[bundle]:
+        problem = package.layout_problem()
+        if problem:  # no WebGPU at all: skipped (bisect steps over it)
+            return None, "error" if package.ships_webgpu() else "skipped", problem
+        lacking = package.builds()[bundle]
+        if lacking:
             message = (
                 f"onnxruntime-web {version} has no {bundle} build "
-                f"(its dist/ lacks {package.builds()[bundle].removeprefix('dist/')})"
+                f"(its dist/ lacks {lacking.removeprefix('dist/')})"
             )
             return None, "skipped", message
         newest = max_opset(package.package_version)
-        if newest is not None and _opset(workload) > newest:
+        opset = _opset(workload) if newest is not None else None
+        if opset is not None and opset > newest:
             message = (
                 f"onnxruntime-web {version} takes ONNX opsets up to {newest}; the model is opset "
-                f"{_opset(workload)}"
+                f"{opset}"
             )
             return None, "skipped", message
         unsupported = sorted(

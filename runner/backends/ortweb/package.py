@@ -170,8 +170,9 @@ class OrtWebPackage:
                 f"onnxruntime-web {self.version} ships no WebGPU EP (no ort.webgpu.* or "
                 f"*.jsep.wasm in its dist/; the first release with one is {FIRST_WEBGPU})"
             )
-        if all(self.builds().values()):
-            lacking = "; ".join(f"{name}: {what}" for name, what in self.builds().items())
+        builds = self.builds()
+        if all(builds.values()):
+            lacking = "; ".join(f"{name}: {what}" for name, what in builds.items())
             return (
                 f"onnxruntime-web {self.version}: its dist/ holds none of the builds this runner "
                 f"knows ({lacking}); its layout of files is not understood"

@@ -22,16 +22,34 @@ export const TYPED_ARRAYS = {
 
 /**
  * The onnxruntime-web build at `url`: an ES module (`*.mjs`), or a UMD script (`*.js`, the only
- * WebGPU bundle before 1.19) loaded by a <script> tag, which defines `globalThis.ort`.
+ * WebGPU bundle before 1.19) loaded by a <script> tag, which defines `globalThis.ort`; given
+ * what the pages call and older releases lack.
  */
-export const loadModule = (url) => (url.endsWith('.js')
-  ? new Promise((resolve, reject) => {
-    const script = Object.assign(document.createElement('script'), {src: url});
-    script.onload = () => resolve(globalThis.ort);
-    script.onerror = () => reject(new Error(`loading the script ${url} failed`));
-    document.head.append(script);
-  })
-  : import(url));
+export const loadModule = async (url) => {
+  // onnxruntime-web 1.17 .. 1.22 call GPUAdapter.requestAdapterInfo(), which Chromium has
+  // since removed for `adapter.info` ("no available backend found. ERR: [webgpu] TypeError:
+  // r.requestAdapterInfo is not a function" on 1.17.3): given back, as a page for them must
+  if (typeof GPUAdapter !== 'undefined' && !GPUAdapter.prototype.requestAdapterInfo) {
+    GPUAdapter.prototype.requestAdapterInfo = async function requestAdapterInfo() {
+      return this.info;
+    };
+  }
+  const ort = await (url.endsWith('.js')
+    ? new Promise((resolve, reject) => {
+      const script = Object.assign(document.createElement('script'), {src: url});
+      script.onload = () => resolve(globalThis.ort);
+      script.onerror = () => reject(new Error(`loading the script ${url} failed`));
+      document.head.append(script);
+    })
+    : import(url));
+  // before 1.17 a tensor is CPU data only (`data`); before 1.16 a session has no release (it
+  // lives until collected)
+  ort.Tensor.prototype.getData ||= async function getData() {
+    return this.data;
+  };
+  ort.InferenceSession.prototype.release ||= async () => {};
+  return ort;
+};
 
 export const byteLength = (tensor) =>
   tensor.dims.reduce((a, b) => a * b, 1) * TYPED_ARRAYS[tensor.type].BYTES_PER_ELEMENT;

@@ -335,22 +335,8 @@ window.harness = {
    * URL of the page's own session's model (`contextSession`).
    */
   async load(url, contextModel) {
-    // onnxruntime-web 1.17 .. 1.22 call GPUAdapter.requestAdapterInfo(), which Chromium has
-    // since removed for `adapter.info` ("no available backend found. ERR: [webgpu] TypeError:
-    // r.requestAdapterInfo is not a function" on 1.17.3): given back, as a page for them must
-    if (typeof GPUAdapter !== 'undefined' && !GPUAdapter.prototype.requestAdapterInfo) {
-      GPUAdapter.prototype.requestAdapterInfo = async function requestAdapterInfo() {
-        return this.info;
-      };
-    }
     const [module, adapter] = await Promise.all([loadModule(url), adapterInfo()]);
     ort = module;
-    // What later cases call and older versions lack: before 1.17 a tensor is CPU data only
-    // (`data`); before 1.16 a session has no release (it lives until collected)
-    ort.Tensor.prototype.getData ||= async function getData() {
-      return this.data;
-    };
-    ort.InferenceSession.prototype.release ||= async () => {};
     feed = feeder(ort, faults);
     ort.env.wasm.numThreads = 1; // threads need cross-origin isolation; WebGPU does the work
     ort.env.logLevel = 'error'; // ORT logs warnings with console.error
