@@ -66,9 +66,9 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
         "note: suites/bugs/ort-graph1-first-then-graph0.yaml:24:15: ort-web version '1.27.0' was "
         "not checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-jsep-silero-state.yaml:41:15: ort-web version '1.20.1' was not "
+        "note: suites/bugs/ort-jsep-silero-state.yaml:43:15: ort-web version '1.20.1' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-jsep-silero-state.yaml:41:25: ort-web version "
+        "note: suites/bugs/ort-jsep-silero-state.yaml:43:25: ort-web version "
         "'1.21.0-dev.20241205-d27fecd3d3' was not checked (only a registry knows it): it is "
         "resolved when its cases run or are listed",
         "note: suites/bugs/ort-silero-capture-1.31.1.yaml:39:15: ort-web version "
