@@ -310,10 +310,11 @@ def test_explores_examples_compile_every_shader_themselves_where_a_run_reuses_th
     """explore's isolation (``fresh_sequences``: each sequence on a new instance of the bundle,
     imported into the page) holds: the same model as the next example asks for every program
     again, so nothing of the first example's program cache reaches it, and gives the outputs
-    a run's kept page gives, bit for bit; only the device pool (devicepool.js) answers those asks from what the
-    page compiled. A run's kept page hands the second example the first one's programs: it
-    asks for none. JSEP keeps its program cache for its instance, the C++ builds theirs with
-    the page's own session (docs/commands.md, where an ort-web example's time goes)."""
+    a run's kept page gives, bit for bit; only the device pool (devicepool.js) answers those
+    asks from what the page compiled. A run's kept page hands the second example the first
+    one's programs: it asks for none. JSEP keeps its program cache for its instance, the C++
+    builds theirs with the page's own session (docs/commands.md, where an ort-web example's
+    time goes)."""
     first, workload = sequence_case(bundle, True)
     again = dataclasses.replace(first, model=dataclasses.replace(first.model, name="again"))
     assert again.sequence != first.sequence

@@ -127,10 +127,10 @@ class BackendOptions:
     inject: frozenset[str] = frozenset()  # run-wide faults; the pipeline adds them to Case.inject
     adapter: str | None = None  # wgpu: adapter name or backend type
     chromium: str | None = None  # ort-web: browser executable
-    # Each layout-change sequence on a device of its own (ort-web: a page loaded for it), so
+    # Each layout-change sequence on its own (wgpu: a device of its own; ort-web: a new
+    # onnxruntime-web instance in the page, sharing only what devicepool.js compiled), so
     # that what it gives depends on its own cases only: explore's examples. A run keeps one
-    # page per build across sequences, which makes many suites fast (wgpu opens a device per
-    # sequence anyway: it costs milliseconds there).
+    # page per build and one instance across sequences, which makes many suites fast.
     fresh_sequences: bool = False
 
     @property

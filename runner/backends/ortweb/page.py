@@ -45,14 +45,15 @@ class BundlePage:
         self, context: BrowserContext, server: AssetServer, module: str, renews: bool = False
     ):
         """`module`: the server path of the bundle the page imports. `renews`: a fresh
-        sequence or scenario runs on a new instance of the bundle imported into the page
-        (harness.js ``renew``; the device and what it compiled shared, devicepool.js) rather
-        than in a page loaded for it."""
+        sequence runs on a new instance of the bundle imported into the page (harness.js
+        ``renew``; the device and what it compiled shared, devicepool.js) rather than in a page
+        loaded for it; a scenario still gets a page of its own (``scenario``)."""
         self._context = context
         self._server = server
         self._module = module
         self._renews = renews
         self._instances = 0  # of the bundle in the loaded page
+        self._pooled = False  # whether the loaded page's device pool is enabled
         self._page: Page | None = None
         self._crashed = False
         self._opened_after_kills = 0
@@ -79,35 +80,36 @@ class BundlePage:
 
         The case's session is released after it unless the spec's ``keepSession`` says a later
         revisit of its layout-change ``sequence`` runs it again; the first case of another
-        sequence releases any kept session whose revisit did not come, and with `fresh` runs in
-        a page loaded for its sequence (nothing an earlier sequence compiled or left remains).
+        sequence releases any kept session whose revisit did not come, and with `fresh` runs on
+        an onnxruntime-web of its own (``_afresh``: nothing an earlier sequence left remains).
         """
         if fresh and self._ran and sequence != self.sequence:
             self._afresh()
         spec = {**spec, "newSequence": sequence != self.sequence}
         self.sequence = sequence
-        return self._evaluate("harness.run", spec, timeout_s)
+        return self._evaluate("harness.run", spec, timeout_s, pooled=self._renews)
 
     def scenario(self, spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """Run one scenario (harness.js's ``runScenario``) in a page of its own, loaded for it:
-        what a scenario sees must not depend on what ran before it in the page (ORT's wasm heap,
-        where its tensors land, a trap or a half-made session), so that ``explore``'s examples
-        are independent and each one it writes fails the same way under ``run``. A load costs
-        about as much again as a small scenario on SwiftShader (docs/commands.md#explore).
-        The page goes with the scenario: cases after it do not inherit what it left.
-        Returns its result, or raises CaseTimedOut or PageBroken."""
+        """Run one scenario (harness.js's ``runScenario``) in a page of its own, loaded for it
+        without the device pool: what a scenario sees must not depend on what ran before it
+        (ORT's wasm heap, where its tensors land, a trap or a half-made session), so that
+        ``explore``'s examples are independent and each one it writes fails the same way under
+        ``run``; and a scenario that releases every session has onnxruntime-web destroy its
+        device and ask for another, which a pool would change (docs/commands.md, "Where an
+        ort-web example's time goes"). A load costs about as much again as a small scenario on
+        SwiftShader. The page goes with the scenario: cases after it do not inherit what it
+        left. Returns its result, or raises CaseTimedOut or PageBroken."""
         if self._ran:
-            self._afresh()
+            self.close()
         try:
-            return self._evaluate("harness.scenario", spec, timeout_s)
+            return self._evaluate("harness.scenario", spec, timeout_s, pooled=False)
         finally:
-            if not self._renews:
-                self.close()
+            self.close()
 
     def _afresh(self) -> None:
-        """Nothing an earlier sequence or scenario left in the page stays: a new instance of
-        the bundle in it, or a new page."""
-        if self._renews and self.is_open and self._instances < INSTANCES_PER_PAGE:
+        """Nothing an earlier sequence left in the page stays: a new instance of the bundle in
+        it (a pooled page), or a new page."""
+        if self._pooled and self.is_open and self._instances < INSTANCES_PER_PAGE:
             try:
                 self._instances = self._page.evaluate("() => harness.renew()")
                 self._ran = False
@@ -116,9 +118,12 @@ class BundlePage:
                 pass  # then a new page
         self.close()
 
-    def _evaluate(self, function: str, spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """`function(spec, ms)` in the page, killing its renderer if it outlives `timeout_s`."""
-        page = self._load()
+    def _evaluate(
+        self, function: str, spec: dict[str, Any], timeout_s: float, pooled: bool
+    ) -> dict[str, Any]:
+        """`function(spec, ms)` in the page (`pooled`: with its device pool enabled), killing
+        its renderer if it outlives `timeout_s`."""
+        page = self._load(pooled)
         self._ran = True
         killed = threading.Event()
 
@@ -155,7 +160,7 @@ class BundlePage:
 
         Raises PageBroken if the bundle does not load.
         """
-        self._load()
+        self._load(self._renews)
         return self.adapter
 
     def holdings(self) -> dict[str, Any]:
@@ -179,11 +184,11 @@ class BundlePage:
             self._server.unregister(self._context_model)
             self._context_model = None
 
-    def _load(self) -> Page:
+    def _load(self, pooled: bool) -> Page:
         """The page, loaded within LOAD_TIMEOUT_S: past it Chromium is killed (a wedged GPU
         process or browser answers no call, and ``evaluate`` has no timeout of its own), the
         load fails with PageBroken, and the next case launches a new browser."""
-        if self.is_open:
+        if self.is_open and self._pooled == pooled:
             return self._page
         self.close()
         self._crashed = False
@@ -214,7 +219,9 @@ class BundlePage:
             page.goto(self._server.url("/harness.html"), wait_until="load")
             page.wait_for_function("() => window.harness !== undefined")
             urls = [self._server.url(self._module), self._server.url(self._context_model)]
-            loaded = page.evaluate("([url, model]) => harness.load(url, model)", urls)
+            loaded = page.evaluate(
+                "([url, model, pooled]) => harness.load(url, model, pooled)", [*urls, pooled]
+            )
         except Error as error:
             failure = f"failed: {error.message.splitlines()[0]}"
         finally:
@@ -231,7 +238,7 @@ class BundlePage:
             )
         self.adapter = loaded["adapter"]
         self.lacks = loaded["lacks"]
-        self._instances = 1
+        self._instances, self._pooled = 1, pooled
         return page
 
     def _on_crash(self, _page: Page) -> None:

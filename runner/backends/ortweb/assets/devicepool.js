@@ -1,18 +1,34 @@
-// What explore's fresh onnxruntime-web instances share in one page, injected by Playwright
-// before the tracer (context.add_init_script; explore's backend only, BackendOptions.
-// fresh_sequences): one GPUDevice per descriptor asked for, and on it every shader module, bind
-// group layout, pipeline layout and compute pipeline by its content, and every wasm module
-// compiled once by its URL. Each example still gets a new onnxruntime-web instance (its own wasm
-// heap, program cache, sessions and buffers: harness.js `renew`); what it shares is what a pure
-// function of its descriptor makes, so its verdict does not depend on the examples before it
-// (tests/test_ortweb.py), while SwiftShader compiles each program once per page instead of once
-// per example (docs/commands.md, "Where an ort-web example's time goes"). The tracer, injected
-// after this, still sees (and counts) every call onnxruntime-web makes.
+// What explore's drawn models, each on a new onnxruntime-web instance (harness.js `renew`), share
+// in one page: injected by Playwright before the tracer (context.add_init_script; explore's
+// backend only, BackendOptions.fresh_sequences) and idle until the page enables it (harness.js
+// `load`; a scenario's page never does). Each instance's first device request gets the page's one
+// GPUDevice for that descriptor, whose `destroy` is a no-op, and a later request of the same
+// instance a new device, as without the pool (a scenario that releases every session makes
+// onnxruntime-web tear its context down and ask again: it must not get a device that outlived
+// its destroy). On the pooled device every shader module, bind group layout, pipeline layout and
+// compute pipeline is made once per content, and every wasm module is compiled once per URL.
+// What an instance shares is what a pure function of its descriptor makes, so an example's
+// verdict does not depend on the examples before it (tests/test_ortweb.py), while SwiftShader
+// compiles each program once per page instead of once per example (docs/commands.md, "Where an
+// ort-web example's time goes"). The tracer, injected after this, still sees (and counts) every
+// call onnxruntime-web makes.
 (() => {
   if (typeof GPUDevice === 'undefined' || window.__devicePool) {
     return;
   }
-  const pool = {devices: 0, made: 0, reused: 0, wasmCompiled: 0, wasmReused: 0};
+  let enabled = false;
+  let handedOut = false; // the pooled device, to the current instance
+  const pool = {
+    devices: 0, made: 0, reused: 0, wasmCompiled: 0, wasmReused: 0,
+    /** From now on, for this page. */
+    enable() {
+      enabled = true;
+    },
+    /** A new instance: its first device request gets the pooled device. */
+    renewed() {
+      handedOut = false;
+    },
+  };
   Object.defineProperty(window, '__devicePool', {value: pool});
 
   const devices = new Map(); // descriptor as JSON -> its device
@@ -26,6 +42,10 @@
 
   const requestDevice = GPUAdapter.prototype.requestDevice;
   GPUAdapter.prototype.requestDevice = async function (descriptor) {
+    if (!enabled || handedOut) {
+      return requestDevice.call(this, descriptor);
+    }
+    handedOut = true;
     const key = JSON.stringify(descriptor || {});
     if (!devices.has(key)) {
       devices.set(key, requestDevice.call(this, descriptor).then((device) => {
@@ -78,7 +98,7 @@
   const instantiateStreaming = WebAssembly.instantiateStreaming;
   WebAssembly.instantiateStreaming = async function (source, imports) {
     const response = await source;
-    if (!response.url) {
+    if (!enabled || !response.url) {
       return instantiateStreaming.call(WebAssembly, response, imports);
     }
     if (compiled.has(response.url)) {

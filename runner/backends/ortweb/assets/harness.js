@@ -342,9 +342,13 @@ window.harness = {
    * Loads the onnxruntime-web bundle at `url` and meanwhile asks for the WebGPU adapter (no
    * page of its own for that): ORT's version (none before 1.17), the adapter or null, and what
    * capture needs that the bundle lacks (`lacks`: GPU tensors came in 1.17). `contextModel`: the
-   * URL of the page's own session's model (`contextSession`).
+   * URL of the page's own session's model (`contextSession`). `pooled`: enable devicepool.js
+   * for the page's instances (`renew`).
    */
-  async load(url, contextModel) {
+  async load(url, contextModel, pooled) {
+    if (pooled) {
+      window.__devicePool.enable();
+    }
     const [module, adapter] = await Promise.all([loadModule(url), adapterInfo()]);
     use(module);
     moduleUrl = url;
@@ -371,6 +375,7 @@ window.harness = {
       await session.release();
     }
     instances += 1;
+    window.__devicePool.renewed();
     use(await loadModule(`${moduleUrl}${moduleUrl.includes('?') ? '&' : '?'}instance=${instances}`));
     return instances;
   },
