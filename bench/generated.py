@@ -23,7 +23,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import onnx
 from hypothesis import HealthCheck, given, seed, settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +31,12 @@ sys.path.insert(0, str(ROOT))
 from runner.backends import open_backend, parse_backend, resolve_targets  # noqa: E402
 from runner.backends.base import BackendOptions  # noqa: E402
 from runner.explore.cases import run_cases  # noqa: E402
-from runner.explore.generated import OPS, GeneratedModel, generated_models  # noqa: E402
+from runner.explore.generated import (  # noqa: E402
+    OPS,
+    Coverage,
+    GeneratedModel,
+    generated_models,
+)
 from runner.explore.space import GeneratedModels  # noqa: E402
 from runner.oracle import ReferenceCache  # noqa: E402
 
@@ -92,19 +96,13 @@ def row(backend: str, models: list[GeneratedModel], versions: dict, folder: Path
 
 def coverage(models: list[GeneratedModel]) -> str:
     """Each op drawn, how often, and the attribute values it was drawn with."""
-    counts: collections.Counter[str] = collections.Counter()
-    values: dict[str, set[str]] = collections.defaultdict(set)
+    covered = Coverage()
     for model in models:
-        for node in onnx.load_from_string(model.model).graph.node:
-            counts[node.op_type] += 1
-            for attribute in node.attribute:
-                value = onnx.helper.get_attribute_value(attribute)
-                values[node.op_type].add(f"{attribute.name}={value!r}")
+        covered.add(model.model)
     lines = ["| op | nodes | attribute values |", "| --- | --- | --- |"]
-    for op, count in counts.most_common():
-        shown = sorted(values[op])
-        more = f" (+{len(shown) - 8} more)" if len(shown) > 8 else ""
-        lines.append(f"| {op} | {count} | {', '.join(shown[:8])}{more} |")
+    for op in covered.ops():
+        more = f" (+{len(op.values) - 8} more)" if len(op.values) > 8 else ""
+        lines.append(f"| {op.op} | {op.nodes} | {', '.join(op.values[:8])}{more} |")
     return "\n".join(lines)
 
 

@@ -591,6 +591,12 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
         f"explored {explored.examples} {what} ({explored.steps} {parts}) on {space.target.id} "
         f"in {explored.seconds:.0f} s; examples kept in {explored.database}"
     )
+    if explored.covered:
+        values = sum(len(op.values) for op in explored.covered)
+        print(
+            f"the models judged covered {len(explored.covered)} ops and {values} attribute "
+            f"values (each op's in {explored.record})"
+        )
     for finding in explored.findings:
         failure = finding.failure
         cut = "*" if finding.shrinking_cut else ""

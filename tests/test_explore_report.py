@@ -305,6 +305,23 @@ def test_a_drawn_models_finding_is_pinned_by_a_suite_holding_its_model(tmp_path)
     finding = record.findings[0]
     assert finding.failing_step is None and finding.unit == "nodes"
     assert all(row["new"] for row in _report(tmp_path, [out])["bugs"])
+    values = sum(len(op.values) for op in record.covered)
+    assert {op.op for op in record.covered} & set(record.vocabulary)
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert f"covered {len(record.covered)} ops and {values} attribute values" in summary
+    # a second job's ops add up with the first's: nodes summed, attribute values unioned
+    second = tmp_path / "found-2"
+    shutil.copytree(out, second)
+    path, _ = _record(second)
+    data = json.loads(path.read_text())
+    first = record.covered[0]
+    data["covered"] = [{"op": first.op, "nodes": 2, "values": ["made_up=1"]}]
+    path.write_text(json.dumps(data))
+    _report(tmp_path, [out, second])
+    page = (tmp_path / "report" / "index.html").read_text()
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert f"covered {len(record.covered)} ops and {values + 1} attribute values" in summary
+    assert f"{first.op} {first.nodes + 2}" in summary and "made_up=1" in page
     bugs = tmp_path / "bugs"
     bugs.mkdir()
     written = out / finding.yaml

@@ -22,6 +22,7 @@ from runner.backends.base import BackendOptions, CaseWork
 from runner.backends.wgpu.backend import WgpuBackend
 from runner.explore import generated
 from runner.explore.generated import OPS, generated_models, tolerance
+from runner.explore.record import read_record
 from runner.explore.space import learned_lacking, vocabulary
 from runner.oracle import compute_reference
 from runner.suite.spec import BackendTarget
@@ -202,6 +203,16 @@ def test_a_clean_explore_finds_nothing(tmp_path):
     assert code == 0, printed
     assert "nothing found" in printed
     assert not list((tmp_path / "found").glob("*.yaml"))
+    # what it tried: the ops of the models it judged, and their attribute values
+    [path] = (tmp_path / "found").glob("explore-*.json")
+    record = read_record(path)
+    covered = {op.op: op for op in record.covered}
+    assert covered and set(covered) - set(record.vocabulary) <= {"Greater"}  # Where's condition
+    assert any(value.startswith("perm=") for value in covered["Transpose"].values)
+    values = sum(len(op.values) for op in record.covered)
+    assert f"covered {len(covered)} ops and {values} attribute values (each op's in {path})" in (
+        printed
+    )
 
 
 @pytest.mark.gpu

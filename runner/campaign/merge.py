@@ -31,6 +31,7 @@ from pathlib import Path
 from runner.backends import REGISTRY
 from runner.errors import InvalidInput
 from runner.explore.finding import BACKEND_FAILURES, signature
+from runner.explore.generated import OpCovered
 from runner.explore.machine import cut_after
 from runner.explore.record import GLOB, FindingRecord, RunRecord, read_record
 from runner.explore.space import suite_model
@@ -136,6 +137,19 @@ class Coverage:
     @property
     def seconds(self) -> float:
         return sum(j.record.seconds for j in self.jobs)
+
+    @property
+    def ops(self) -> tuple[OpCovered, ...]:
+        """The ops of every job's drawn models judged, with their attribute values, the most
+        drawn first (jobs that drew scenarios add none)."""
+        nodes: dict[str, int] = {}
+        values: dict[str, set[str]] = {}
+        for job in self.jobs:
+            for op in job.record.covered:
+                nodes[op.op] = nodes.get(op.op, 0) + op.nodes
+                values.setdefault(op.op, set()).update(op.values)
+        ranked = sorted(nodes, key=lambda op: (-nodes[op], op))
+        return tuple(OpCovered(op, nodes[op], tuple(sorted(values[op]))) for op in ranked)
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,14 @@ def markdown(campaign: Campaign) -> str:
         f"over {len(c.targets)} target(s) and {len(c.models)} model(s).",
         "",
     ]
+    if c.ops:
+        values = sum(len(op.values) for op in c.ops)
+        each = ", ".join(f"{op.op} {op.nodes}" for op in c.ops)
+        lines += [
+            f"Drawn models judged covered {len(c.ops)} ops and {values} attribute values "
+            f"(nodes per op: {_cell(each)}).",
+            "",
+        ]
     if campaign.bugs:
         lines += ["| | verdict | failing step | message | faults | seen on | finding |"]
         lines += ["| --- | --- | --- | --- | --- | --- | --- |"]

@@ -55,6 +55,7 @@ from runner.explore.finding import (
     signature,
     write_finding,
 )
+from runner.explore.generated import Coverage, OpCovered
 from runner.explore.machine import cut_after, machine_factory
 from runner.explore.space import COUNTED, ExploredModel, Space, lacking_file
 from runner.files import cache_root, write_atomic
@@ -106,6 +107,8 @@ class Explored:
     steps: int
     seconds: float
     database: Path
+    record: Path  # what explore-report merges
+    covered: tuple[OpCovered, ...]  # the ops of the drawn models judged (none for scenarios)
 
 
 class FailedScenario(Exception):
@@ -132,6 +135,7 @@ class _Examiner:
         self.first_seen: dict[FailureKind, tuple[int, float]] = {}  # examples, seconds
         self.known: set[FailureKind] = set()  # found by an earlier pass: passing now
         self.pending: list[FailureKind] = []  # found in this pass, shrinking
+        self.covered = Coverage()  # of the drawn models judged
 
     def __call__(self, explored: ExploredModel, scenario: Scenario) -> None:
         """A drawn scenario: run once, judged; raises when it fails."""
@@ -158,6 +162,7 @@ class _Examiner:
                 if ran.lacking and ran.lacking[0] not in self.lacking:
                     self._learn(*ran.lacking)
             else:
+                self.covered.add(explored.generated.model)
                 failing = ran.failing
                 failure = ModelFailure(explored, failing, ran.stepped) if failing else None
                 self.outcomes[explored.digest] = failure
@@ -295,14 +300,8 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         machine = machine or _machine(backend, target)
     finally:
         backend.close()
-    explored = Explored(
-        tuple(findings),
-        examine.examples,
-        examine.steps,
-        time.monotonic() - began,
-        database_folder,
-    )
-    counts = (explored.examples, explored.steps, explored.seconds)
+    counts = (examine.examples, examine.steps, time.monotonic() - began)
+    covered = examine.covered.ops()
     done = record.run_record(
         space,
         machine.version,
@@ -313,11 +312,12 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         counts,
         started,
         database_folder.name,
-        explored.findings,
+        tuple(findings),
+        covered,
         request.out,
     )
-    record.write_record(request.out, done)  # what explore-report merges
-    return explored
+    written = record.write_record(request.out, done)
+    return Explored(tuple(findings), *counts, database_folder, written, covered)
 
 
 def _write(

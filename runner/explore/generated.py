@@ -19,6 +19,7 @@ judged exactly as a suite's are (``runner.step``).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import math
@@ -351,6 +352,39 @@ class GeneratedModel:
     @property
     def nodes(self) -> int:
         return len(self.ops)
+
+
+@dataclass(frozen=True)
+class OpCovered:
+    """One op of the models drawn: how many nodes of it, and every attribute value they held
+    (``name=value``), what twins of the op differed by."""
+
+    op: str
+    nodes: int
+    values: tuple[str, ...]
+
+
+class Coverage:
+    """The ops and attribute values of the models added so far (mutable: explore adds each
+    model it judges), as "how much of the vocabulary did a budget try" is measured."""
+
+    def __init__(self) -> None:
+        self.nodes: collections.Counter[str] = collections.Counter()
+        self.values: dict[str, set[str]] = collections.defaultdict(set)
+
+    def add(self, model: bytes) -> None:
+        for node in onnx.load_from_string(model).graph.node:
+            self.nodes[node.op_type] += 1
+            self.values[node.op_type].update(
+                f"{a.name}={helper.get_attribute_value(a)!r}" for a in node.attribute
+            )
+
+    def ops(self) -> tuple[OpCovered, ...]:
+        """Each op added, the most drawn first."""
+        return tuple(
+            OpCovered(op, count, tuple(sorted(self.values[op])))
+            for op, count in self.nodes.most_common()
+        )
 
 
 def tolerance(reduction: int) -> Tolerance:

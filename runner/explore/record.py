@@ -17,6 +17,7 @@ from typing import Any
 
 from runner.errors import InvalidInput
 from runner.explore.finding import Failure, Found
+from runner.explore.generated import OpCovered
 from runner.explore.space import Space
 from runner.files import write_atomic
 
@@ -67,6 +68,7 @@ class RunRecord:
     vocabulary: tuple[str, ...]  # the ops generated models were drawn from
     database: str  # its example database's folder (TARGET-HASH) in the folder of databases
     findings: tuple[FindingRecord, ...]
+    covered: tuple[OpCovered, ...] = ()  # the ops and attribute values of drawn models judged
     format: int = FORMAT
     kind: str = KIND
 
@@ -85,6 +87,7 @@ def run_record(
     started: str,
     database: str,
     found: tuple[Found, ...],
+    covered: tuple[OpCovered, ...],
     out: Path,
 ) -> RunRecord:
     """The record of an explore over `space` that found `found` (written under `out`)."""
@@ -130,6 +133,7 @@ def run_record(
         tuple(getattr(space.source, "vocabulary", ())),
         database,
         tuple(findings),
+        covered,
     )
 
 
@@ -186,6 +190,10 @@ def _run_record(data: dict[str, Any]) -> RunRecord:
             "models": tuple((str(n), str(d)) for n, d in data["models"]),
             "vocabulary": tuple(data["vocabulary"]),
             "findings": tuple(findings),
+            "covered": tuple(
+                OpCovered(str(c["op"]), int(c["nodes"]), tuple(map(str, c["values"])))
+                for c in data.get("covered", ())
+            ),
         }
     )
 
