@@ -307,26 +307,38 @@ def pipelines_compiled(result: BackendRun) -> int:
 
 @pytest.mark.parametrize("bundle", ["jsep", "webgpu"])
 def test_explores_examples_compile_every_shader_themselves_where_a_run_reuses_the_pages(bundle):
-    """explore's isolation (``fresh_sequences``: each sequence in a page loaded for it) holds:
-    the same model as the next example compiles every program again, so nothing of the first
-    example's program cache reaches it. A run's kept page hands the second example the first
-    one's programs: it compiles none. JSEP keeps its program cache for the page, the C++
-    builds theirs with the page's own session (docs/commands.md, where an ort-web example's
-    time goes)."""
+    """explore's isolation (``fresh_sequences``: each sequence on a new instance of the bundle,
+    imported into the page) holds: the same model as the next example asks for every program
+    again, so nothing of the first example's program cache reaches it, and gives the outputs
+    a run's kept page gives, bit for bit; only the device pool (devicepool.js) answers those asks from what the
+    page compiled. A run's kept page hands the second example the first one's programs: it
+    asks for none. JSEP keeps its program cache for its instance, the C++ builds theirs with
+    the page's own session (docs/commands.md, where an ort-web example's time goes)."""
     first, workload = sequence_case(bundle, True)
     again = dataclasses.replace(first, model=dataclasses.replace(first.model, name="again"))
     assert again.sequence != first.sequence
-    compiled = {}
+    compiled, outputs = {}, {}
     for fresh in (True, False):
         backend = open_ortweb(runs=3, fresh_sequences=fresh)
         try:
-            compiled[fresh] = [
-                pipelines_compiled(backend.run(CaseWork(case, workload))) for case in (first, again)
-            ]
+            results = [backend.run(CaseWork(case, workload)) for case in (first, again)]
+            compiled[fresh] = [pipelines_compiled(result) for result in results]
+            outputs[fresh] = [result.runs for result in results]
+            page = backend._pages[bundle]
+            if fresh:
+                pool = page._page.evaluate("() => window.__devicePool")
+                assert page.loads == 1  # both examples in one page
         finally:
             backend.close()
     assert compiled[True][0] > 0
     assert compiled == {True: [compiled[True][0]] * 2, False: [compiled[True][0], 0]}
+    # the pool made each of the first example's objects once and gave the second all of them
+    assert pool["devices"] == 1 and pool["made"] > 0 and pool["reused"] >= compiled[True][0]
+    # and each example's outputs are, bit for bit, what a run's kept page gives
+    for fresh_runs, kept_runs in zip(outputs[True], outputs[False], strict=True):
+        for fresh_run, kept_run in zip(fresh_runs, kept_runs, strict=True):
+            for name, array in kept_run.items():
+                np.testing.assert_array_equal(fresh_run[name], array)
 
 
 def test_a_capture_that_throws_inside_onnxruntime_reloads_the_page(backend):

@@ -288,6 +288,8 @@ class OrtWebBackend:
             self._browser = browser.launch(self._playwright, self.chromium)
             self.launches += 1
             self._context = self._browser.new_context()
+            if self.options.fresh_sequences:  # beneath the tracer, which counts what ORT asks
+                self._context.add_init_script(path=str(ASSETS / "devicepool.js"))
             self._context.add_init_script(path=str(ASSETS / "tracer.js"))
             self._context.add_init_script(path=str(ASSETS / "faults.js"))  # after the tracer
             files = {
@@ -334,7 +336,9 @@ class OrtWebBackend:
         if bundle not in self._pages:
             package = self._package(version)
             module = f"{_dist_prefix(package)}/{package.module(bundle)}"
-            self._pages[bundle] = BundlePage(self._context, self._server, module)
+            self._pages[bundle] = BundlePage(
+                self._context, self._server, module, renews=self.options.fresh_sequences
+            )
         adapter = self._pages[bundle].open()
         if not adapter:
             raise EnvironmentUnusable(

@@ -18,6 +18,9 @@ from runner.backends.ortweb import browser
 from runner.backends.ortweb.context import CONTEXT_MODEL
 from runner.backends.ortweb.server import AssetServer
 
+# Instances of the bundle a page imports (``renews``) before it is loaded again: each keeps its
+# wasm heap for the page's life (the page's module map holds it)
+INSTANCES_PER_PAGE = 10
 LOAD_TIMEOUT_S = 120.0  # the whole load: page, importing the bundle and compiling its wasm
 KILL_GRACE_S = 5.0  # beyond a case's timeout, before a stuck renderer is killed
 
@@ -38,11 +41,18 @@ def _timed_out(timeout_s: float, then: str) -> str:
 class BundlePage:
     """A harness page that has imported one bundle; runs case specs (see harness.js)."""
 
-    def __init__(self, context: BrowserContext, server: AssetServer, module: str):
-        """`module`: the server path of the bundle the page imports."""
+    def __init__(
+        self, context: BrowserContext, server: AssetServer, module: str, renews: bool = False
+    ):
+        """`module`: the server path of the bundle the page imports. `renews`: a fresh
+        sequence or scenario runs on a new instance of the bundle imported into the page
+        (harness.js ``renew``; the device and what it compiled shared, devicepool.js) rather
+        than in a page loaded for it."""
         self._context = context
         self._server = server
         self._module = module
+        self._renews = renews
+        self._instances = 0  # of the bundle in the loaded page
         self._page: Page | None = None
         self._crashed = False
         self._opened_after_kills = 0
@@ -73,7 +83,7 @@ class BundlePage:
         a page loaded for its sequence (nothing an earlier sequence compiled or left remains).
         """
         if fresh and self._ran and sequence != self.sequence:
-            self.close()
+            self._afresh()
         spec = {**spec, "newSequence": sequence != self.sequence}
         self.sequence = sequence
         return self._evaluate("harness.run", spec, timeout_s)
@@ -87,11 +97,24 @@ class BundlePage:
         The page goes with the scenario: cases after it do not inherit what it left.
         Returns its result, or raises CaseTimedOut or PageBroken."""
         if self._ran:
-            self.close()
+            self._afresh()
         try:
             return self._evaluate("harness.scenario", spec, timeout_s)
         finally:
-            self.close()
+            if not self._renews:
+                self.close()
+
+    def _afresh(self) -> None:
+        """Nothing an earlier sequence or scenario left in the page stays: a new instance of
+        the bundle in it, or a new page."""
+        if self._renews and self.is_open and self._instances < INSTANCES_PER_PAGE:
+            try:
+                self._instances = self._page.evaluate("() => harness.renew()")
+                self._ran = False
+                return
+            except Error:
+                pass  # then a new page
+        self.close()
 
     def _evaluate(self, function: str, spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """`function(spec, ms)` in the page, killing its renderer if it outlives `timeout_s`."""
@@ -208,6 +231,7 @@ class BundlePage:
             )
         self.adapter = loaded["adapter"]
         self.lacks = loaded["lacks"]
+        self._instances = 1
         return page
 
     def _on_crash(self, _page: Page) -> None:

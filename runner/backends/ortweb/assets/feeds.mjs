@@ -34,7 +34,7 @@ export const loadModule = async (url) => {
       return this.info;
     };
   }
-  const ort = await (url.endsWith('.js')
+  const ort = await (new URL(url, location.href).pathname.endsWith('.js') // a query may follow
     ? new Promise((resolve, reject) => {
       const script = Object.assign(document.createElement('script'), {src: url});
       script.onload = () => resolve(globalThis.ort);

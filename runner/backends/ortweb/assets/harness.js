@@ -28,6 +28,8 @@ let contextModelUrl = null;
 const fetched = new Map(); // url -> ArrayBuffer, for the current sequence
 let ort = null;
 let feed = null; // feeds.mjs's feeding, once ort is loaded
+let moduleUrl = null; // the bundle's, and how many instances of it the page has imported
+let instances = 0;
 
 /** The bytes at `url`, fetched once per sequence: data URLs are named by their content. */
 const fetchBytes = async (url) => {
@@ -327,6 +329,14 @@ const withDeadline = (job, ms) => {
   return Promise.race([job, expired]).finally(() => clearTimeout(timer));
 };
 
+/** `module` is the onnxruntime-web the page runs from now on. */
+const use = (module) => {
+  ort = module;
+  feed = feeder(ort, faults);
+  ort.env.wasm.numThreads = 1; // threads need cross-origin isolation; WebGPU does the work
+  ort.env.logLevel = 'error'; // ORT logs warnings with console.error
+};
+
 window.harness = {
   /**
    * Loads the onnxruntime-web bundle at `url` and meanwhile asks for the WebGPU adapter (no
@@ -336,13 +346,33 @@ window.harness = {
    */
   async load(url, contextModel) {
     const [module, adapter] = await Promise.all([loadModule(url), adapterInfo()]);
-    ort = module;
-    feed = feeder(ort, faults);
-    ort.env.wasm.numThreads = 1; // threads need cross-origin isolation; WebGPU does the work
-    ort.env.logLevel = 'error'; // ORT logs warnings with console.error
+    use(module);
+    moduleUrl = url;
+    instances = 1;
     contextModelUrl = contextModel;
     const lacks = typeof ort.Tensor.fromGpuBuffer === 'function' ? [] : ['Tensor.fromGpuBuffer'];
     return {version: ort.env.versions ? ort.env.versions.web : null, adapter, lacks};
+  },
+  /**
+   * A new instance of the bundle for what runs next, in place of a page load (explore's fresh
+   * examples): imported again under another URL, so its module state, wasm heap, program cache,
+   * sessions and buffers are its own; what devicepool.js shares (the device and what it
+   * compiled, the compiled wasm) is all the earlier instances leave it.
+   */
+  async renew() {
+    await releaseSessions();
+    for (const tensor of liveOutputs) {
+      tensor.dispose();
+    }
+    liveOutputs.clear();
+    if (contextSession) {
+      const session = contextSession;
+      contextSession = null;
+      await session.release();
+    }
+    instances += 1;
+    use(await loadModule(`${moduleUrl}${moduleUrl.includes('?') ? '&' : '?'}instance=${instances}`));
+    return instances;
   },
   /**
    * Runs one case; returns its result as JSON text: one protocol round trip per case, and

@@ -183,9 +183,15 @@
     return original.apply(this, args);
   });
 
-  // Errors: uncaptured WebGPU errors and device loss on every device the page asks for.
+  // Errors: uncaptured WebGPU errors and device loss on every device the page asks for (once
+  // each: explore's device pool, devicepool.js, answers many requests with one device).
+  const watched = new WeakSet();
   wrap(GPUAdapter.prototype, 'requestDevice', function (original, args) {
     return original.apply(this, args).then((device) => {
+      if (watched.has(device)) {
+        return device;
+      }
+      watched.add(device);
       device.addEventListener('uncapturederror', (event) => {
         tracer.errors.push(`WebGPU uncaptured error: ${event.error.message}`);
       });

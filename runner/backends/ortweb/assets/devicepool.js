@@ -1,0 +1,93 @@
+// What explore's fresh onnxruntime-web instances share in one page, injected by Playwright
+// before the tracer (context.add_init_script; explore's backend only, BackendOptions.
+// fresh_sequences): one GPUDevice per descriptor asked for, and on it every shader module, bind
+// group layout, pipeline layout and compute pipeline by its content, and every wasm module
+// compiled once by its URL. Each example still gets a new onnxruntime-web instance (its own wasm
+// heap, program cache, sessions and buffers: harness.js `renew`); what it shares is what a pure
+// function of its descriptor makes, so its verdict does not depend on the examples before it
+// (tests/test_ortweb.py), while SwiftShader compiles each program once per page instead of once
+// per example (docs/commands.md, "Where an ort-web example's time goes"). The tracer, injected
+// after this, still sees (and counts) every call onnxruntime-web makes.
+(() => {
+  if (typeof GPUDevice === 'undefined' || window.__devicePool) {
+    return;
+  }
+  const pool = {devices: 0, made: 0, reused: 0, wasmCompiled: 0, wasmReused: 0};
+  Object.defineProperty(window, '__devicePool', {value: pool});
+
+  const devices = new Map(); // descriptor as JSON -> its device
+  const made = new WeakMap(); // device -> Map(kind + content -> object)
+  const contentOf = new WeakMap(); // object made here -> its key
+  // an object's key for a descriptor naming it: 'auto' and absent stand for themselves; one this
+  // pool did not make has none (its identity is unknown), and neither has what names it
+  const UNKNOWN = Symbol('unknown');
+  const keyOf = (object) => (object === 'auto' || object === undefined ? String(object) : contentOf.get(object) ?? UNKNOWN);
+  const known = (...keys) => (keys.includes(UNKNOWN) ? null : JSON.stringify(keys));
+
+  const requestDevice = GPUAdapter.prototype.requestDevice;
+  GPUAdapter.prototype.requestDevice = async function (descriptor) {
+    const key = JSON.stringify(descriptor || {});
+    if (!devices.has(key)) {
+      devices.set(key, requestDevice.call(this, descriptor).then((device) => {
+        // onnxruntime-web destroys its device with its last session; the next instance
+        // asks for one again and gets this one (a lost one is the page's end: page.py)
+        device.destroy = () => {};
+        made.set(device, new Map());
+        pool.devices++;
+        return device;
+      }));
+    }
+    return devices.get(key);
+  };
+
+  /** `GPUDevice.prototype[method]` answering from what the device made for the same content. */
+  const byContent = (method, kind, content) => {
+    const original = GPUDevice.prototype[method];
+    GPUDevice.prototype[method] = function (descriptor) {
+      const memo = made.get(this);
+      const text = memo && content(descriptor);
+      if (!text) {
+        return original.call(this, descriptor);
+      }
+      const key = `${kind}:${text}`;
+      const async = method.endsWith('Async');
+      if (memo.has(key)) {
+        pool.reused++;
+        return async ? Promise.resolve(memo.get(key)) : memo.get(key);
+      }
+      pool.made++;
+      const keep = (object) => {
+        memo.set(key, object);
+        contentOf.set(object, key);
+        return object;
+      };
+      return async ? original.call(this, descriptor).then(keep) : keep(original.call(this, descriptor));
+    };
+  };
+  // labels too: the tracer names a dispatch's pipeline by its label
+  byContent('createShaderModule', 'module', (d) => known(d.label ?? null, d.code));
+  byContent('createBindGroupLayout', 'group-layout', (d) => known(d.label ?? null, d.entries));
+  byContent('createPipelineLayout', 'layout', (d) => known(d.label ?? null, ...d.bindGroupLayouts.map(keyOf)));
+  const pipeline = (d) => known(d.label ?? null, keyOf(d.layout), keyOf(d.compute.module),
+    d.compute.entryPoint ?? null, d.compute.constants ?? null);
+  byContent('createComputePipeline', 'pipeline', pipeline);
+  byContent('createComputePipelineAsync', 'pipeline', pipeline);
+
+  // onnxruntime-web instantiates its wasm with instantiateStreaming(fetch(url)): compiled once
+  const compiled = new Map(); // url -> Promise<WebAssembly.Module>
+  const instantiateStreaming = WebAssembly.instantiateStreaming;
+  WebAssembly.instantiateStreaming = async function (source, imports) {
+    const response = await source;
+    if (!response.url) {
+      return instantiateStreaming.call(WebAssembly, response, imports);
+    }
+    if (compiled.has(response.url)) {
+      pool.wasmReused++;
+    } else {
+      pool.wasmCompiled++;
+      compiled.set(response.url, WebAssembly.compileStreaming(response));
+    }
+    const module = await compiled.get(response.url);
+    return {module, instance: await WebAssembly.instantiate(module, imports)};
+  };
+})();
