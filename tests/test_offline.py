@@ -66,7 +66,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
         "note: suites/bugs/ort-graph1-first-then-graph0.yaml:24:15: ort-web version '1.27.0' was "
         "not checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-jsep-cancelled-transposes.yaml:25:15: ort-web version '1.25.1' was "
+        "note: suites/bugs/ort-jsep-cancelled-transposes.yaml:27:15: ort-web version '1.25.1' was "
         "not checked (only a registry knows it): it is resolved when its cases run or are listed",
         "note: suites/bugs/ort-jsep-silero-state.yaml:43:15: ort-web version '1.20.1' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
