@@ -45,10 +45,10 @@ def no_npm(tmp_path) -> dict[str, str]:
 def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     validated = regress("validate", "suites", env=no_npm)
     assert validated.returncode == 0, validated.stderr
-    assert validated.stdout == "ok: 21 suite(s), 408 case(s)\n"
+    assert validated.stdout == "ok: 23 suite(s), 462 case(s)\n"
     notes = validated.stderr.splitlines()
     assert notes == [
-        "note: suites/bugs/ort-1.23-capture-option-ignored.yaml:28:15: ort-web version '1.23.2' "
+        "note: suites/bugs/ort-1.23-capture-option-ignored.yaml:38:15: ort-web version '1.23.2' "
         "was not checked (only a registry knows it): it is resolved when its cases run or are "
         "listed",
         "note: suites/bugs/ort-27068-destroyed-buffer-dev.yaml:23:14: ort-web version "
@@ -56,15 +56,17 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "resolved when its cases run or are listed",
         "note: suites/bugs/ort-29273-cpp-capture-1.24.yaml:22:15: ort-web version '1.24.3' was "
         "not checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-gqa-node-order-1.29.yaml:44:15: ort-web version '1.24.3' was not "
+        "note: suites/bugs/ort-gqa-node-order-1.29.yaml:46:15: ort-web version '1.24.3' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-gqa-node-order-1.29.yaml:44:25: ort-web version '1.27.0' was not "
+        "note: suites/bugs/ort-gqa-node-order-1.29.yaml:46:25: ort-web version '1.27.0' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-gqa-node-order-1.29.yaml:44:35: ort-web version '1.29.0' was not "
+        "note: suites/bugs/ort-gqa-node-order-1.29.yaml:46:35: ort-web version '1.29.0' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
         "note: suites/bugs/ort-graph-ids-1.24.yaml:22:15: ort-web version '1.24.3' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
         "note: suites/bugs/ort-graph1-first-then-graph0.yaml:24:15: ort-web version '1.27.0' was "
+        "not checked (only a registry knows it): it is resolved when its cases run or are listed",
+        "note: suites/bugs/ort-jsep-cancelled-transposes.yaml:27:15: ort-web version '1.25.1' was "
         "not checked (only a registry knows it): it is resolved when its cases run or are listed",
         "note: suites/bugs/ort-jsep-silero-state.yaml:43:15: ort-web version '1.20.1' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
@@ -80,13 +82,13 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     listed = regress("list", "suites", "--backend", "wgpu", env=no_npm)
     assert listed.returncode == 0, listed.stderr
     ids = listed.stdout.splitlines()
-    assert len(ids) == 106 and all("/wgpu/" in i for i in ids)
+    assert len(ids) == 126 and all("/wgpu/" in i for i in ids)
     pinned_only = regress("list", "suites", "--filter", "version=1.30.0", env=no_npm)
     assert pinned_only.returncode == 3  # the filter needs every version: npm must say
     wgpu_filtered = regress("list", "suites", "--filter", "backend=wgpu", env=no_npm)
     assert wgpu_filtered.returncode == 0, wgpu_filtered.stderr
     native = regress("list", "suites", "--backend", "ort-native", env=no_npm)  # pip's versions
-    assert native.returncode == 0 and len(native.stdout.splitlines()) == 96, native.stderr
+    assert native.returncode == 0 and len(native.stdout.splitlines()) == 116, native.stderr
 
 
 def test_an_ort_web_selection_without_npm_exits_3_saying_why(no_npm, tmp_path):
