@@ -347,7 +347,7 @@ window.harness = {
    */
   async load(url, contextModel, pooled) {
     if (pooled) {
-      window.__devicePool.enable();
+      window.__devicePool?.enable(); // absent without WebGPU: the load then says so
     }
     const [module, adapter] = await Promise.all([loadModule(url), adapterInfo()]);
     use(module);
@@ -375,7 +375,7 @@ window.harness = {
       await session.release();
     }
     instances += 1;
-    window.__devicePool.renewed();
+    window.__devicePool?.renewed();
     use(await loadModule(`${moduleUrl}${moduleUrl.includes('?') ? '&' : '?'}instance=${instances}`));
     return instances;
   },
