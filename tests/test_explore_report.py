@@ -322,6 +322,25 @@ def test_a_drawn_models_finding_is_pinned_by_a_suite_holding_its_model(tmp_path)
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert f"covered {len(record.covered)} ops and {values + 1} attribute values" in summary
     assert f"{first.op} {first.nodes + 2}" in summary and "made_up=1" in page
+    # once shrunk, a drawn model's ops tell bugs apart: the same finding on two jobs is one row,
+    # and one that is wrong alike over other ops (a Gelu's, a Slice's) is another
+    assert finding.ops == tuple(sorted(set(finding.ops))) and set(finding.ops) <= set(
+        record.vocabulary
+    )
+    (row,) = [
+        r for r in _report(tmp_path, [out, second])["bugs"] if r["verdict"] == finding.verdict
+    ]
+    assert row["ops"] == list(finding.ops) and len(row["findings"]) == 2
+    other_ops = tmp_path / "found-3"
+    shutil.copytree(out, other_ops)
+    path, _ = _record(other_ops)
+    data = json.loads(path.read_text())
+    data["findings"][0]["ops"] = ["Slice"]
+    path.write_text(json.dumps(data))
+    rows = _report(tmp_path, [out, second, other_ops])["bugs"]
+    apart = sorted(r["ops"] for r in rows if r["verdict"] == finding.verdict)
+    assert apart == sorted([list(finding.ops), ["Slice"]])
+    assert ": Slice" in (tmp_path / "report" / "summary.md").read_text()
     bugs = tmp_path / "bugs"
     bugs.mkdir()
     written = out / finding.yaml

@@ -5,7 +5,9 @@ Two findings are one bug when they share the verdict, the failing step's action,
 text explore tells failures apart by (``Failure.kind``: a backend's message without its numbers,
 or a capture-mismatch's buffer modes) and the injected faults (a canary is never a real bug):
 the rule explore itself applies within one run, so a bug shrunk to different scenarios on two
-targets is still one row, listing each.
+targets is still one row, listing each. Drawn models' findings must also share the shrunk
+model's ops (``FindingRecord.ops``): explore's kind leaves them out so that shrinking can drop
+an op, but once shrunk, a Gelu and a Slice that are wrong alike are two bugs.
 
 A scenario's finding is pinned when a scenario of the bugs folder expects its verdict on the
 same model (its content digest, ``suite_model``, computed alike from both suite files) with the
@@ -39,7 +41,8 @@ from runner.selection import versioned_backends
 from runner.suite.loader import load_suite
 from runner.suite.spec import STATIC_SHAPE, Suite
 
-BugKey = tuple[str, str, str, tuple[str, ...]]  # verdict, action, text, faults
+# verdict, action, text, faults, ops
+BugKey = tuple[str, str, str, tuple[str, ...], tuple[str, ...]]
 EXPECTED_FOLDER = f"a folder explore wrote (its --out), holding its records ({GLOB})"
 
 
@@ -192,7 +195,7 @@ def merge(jobs: tuple[Job, ...], bugs_folder: Path) -> Campaign:
     grouped: dict[BugKey, list[Sighting]] = {}
     for job in jobs:
         for finding in job.record.findings:
-            key = (finding.verdict, finding.action, finding.text, job.record.inject)
+            key = (finding.verdict, finding.action, finding.text, job.record.inject, finding.ops)
             grouped.setdefault(key, []).append(Sighting(job, finding))
     pins = _pins(bugs_folder)
     bugs = [

@@ -71,9 +71,11 @@ def markdown(campaign: Campaign) -> str:
         lines += ["| | verdict | failing step | message | faults | seen on | finding |"]
         lines += ["| --- | --- | --- | --- | --- | --- | --- |"]
         for bug in campaign.bugs:
-            verdict, action, _, faults = bug.key
+            verdict, action, _, faults, ops = bug.key
             first, others = bug.scenarios[0], len(bug.scenarios) - 1
-            more = f"; {others} other scenario(s)" if others else ""
+            more = (f": {', '.join(ops)}" if ops else "") + (
+                f"; {others} other scenario(s)" if others else ""
+            )
             lines.append(
                 f"| {'**new**' if bug.new else 'pinned'} | {_cell(verdict)} | {_cell(action)} | "
                 f"{_cell(bug.message)} | {_cell(', '.join(faults)) or '-'} | {_cell(_where(bug))}"
@@ -103,6 +105,7 @@ def as_data(campaign: Campaign) -> dict:
                 "action": b.key[1],
                 "text": b.key[2],
                 "faults": list(b.key[3]),
+                "ops": list(b.key[4]),
                 "new": b.new,
                 "pinned_by": list(b.pinned_by),
                 "message": b.message,

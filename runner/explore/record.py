@@ -45,6 +45,7 @@ class FindingRecord:
     examples_before: int
     seconds_to_first: float
     shrinking_cut: bool
+    ops: tuple[str, ...] = ()  # a drawn model's shrunk ops, sorted; () for a scenario
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ def run_record(
                 finding.examples_before,
                 round(finding.seconds_to_first, 1),
                 finding.shrinking_cut,
+                () if isinstance(failure, Failure) else tuple(sorted(set(failure.generated.ops))),
             )
         )
     examples, steps, seconds = counts
@@ -182,7 +184,7 @@ def _run_record(data: dict[str, Any]) -> RunRecord:
     findings = []
     for item in data["findings"]:
         _known(item, FindingRecord)
-        findings.append(FindingRecord(**item))
+        findings.append(FindingRecord(**{**item, "ops": tuple(item.get("ops", ()))}))
     return RunRecord(
         **{
             **data,
