@@ -127,11 +127,16 @@ class ModelFailure:
         return "nodes"
 
     @property
+    def ops(self) -> tuple[str, ...]:
+        """The distinct ops of its model, sorted."""
+        return tuple(sorted(set(self.generated.ops)))
+
+    @property
     def signature(self) -> tuple:
         """What dedup compares: the verdict, the ops and the message without numbers or
         names."""
         message = re.sub(r"'[^']*'|\d+(\.\d+)?(e-?\d+)?", "_", self.result.message)
-        return self.result.verdict, tuple(sorted(set(self.generated.ops))), message
+        return self.result.verdict, self.ops, message
 
 
 def write_model_finding(

@@ -113,7 +113,7 @@ def run_record(
                 finding.examples_before,
                 round(finding.seconds_to_first, 1),
                 finding.shrinking_cut,
-                () if isinstance(failure, Failure) else tuple(sorted(set(failure.generated.ops))),
+                () if isinstance(failure, Failure) else failure.ops,
             )
         )
     examples, steps, seconds = counts
