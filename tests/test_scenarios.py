@@ -288,3 +288,63 @@ def test_an_ort_web_scenario_carries_the_injected_fault_and_passes_clean(tmp_pat
     assert faulty.trace["faults"] == ["input-snapshot-at-capture"]
     assert (clean.verdict, clean.message) == ("pass", "")
     assert "faults" not in clean.trace
+
+
+EXPLORED_SCENARIOS = """    steps:
+      - run: c
+      - run: c
+  - name: destroys
+    model: enc
+    sessions: {c: {}}
+    steps:
+      - run: c
+      - release: c
+      - create: c
+      - run: c
+"""
+
+
+@pytest.mark.browser
+def test_explores_scenarios_share_a_page_and_what_one_destroys_reaches_no_other(tmp_path):
+    """explore's scenarios on ort-web (``fresh_sequences``) each run on a new onnxruntime-web
+    instance in one page, on the device pool's device (devicepool.js): the second compiles
+    nothing the first compiled, and each gives, bit for bit, what it gives in a page of its
+    own. One that releases its last session mid-steps has the C++ build destroy its device for
+    real, as in a page of its own, and the next scenario gets a new pooled device."""
+    from runner.backends import open_backend
+    from runner.backends.base import BackendOptions
+    from runner.matrix import ScenarioTarget
+    from runner.oracle import ReferenceCache
+    from runner.step import Step
+
+    header = HEADER.replace("backends: [wgpu]", "backends: [{name: ort-web, bundle: webgpu}]")
+    header = header.replace("name: s\n", "name: plain\n")
+    header = header.replace("p: {outputs: rewrite}\n      h: {}", "c: {}")
+    path = tmp_path / "s.yaml"
+    path.write_text(header.removesuffix("    steps:\n") + EXPLORED_SCENARIOS)
+    suite = load_suite(path, REGISTRY)
+    plain, destroys = (ScenarioTarget(suite, s, suite.backends[0]) for s in suite.scenarios)
+    order = (plain, plain, destroys, plain)
+    references = ReferenceCache(None).references
+    runs, pools = {}, []
+    for fresh in (True, False):
+        options = BackendOptions(fresh_sequences=fresh)
+        backend = open_backend("ort-web", options)
+        try:
+            runs[fresh] = []
+            for item in order:
+                runs[fresh].append(Step(references, options).run(item, backend))
+                if fresh:
+                    page = backend._pages["webgpu"]
+                    pools.append(page._page.evaluate("() => window.__devicePool"))
+            loads = backend.page_loads()["webgpu"]
+        finally:
+            backend.close()
+        assert loads == (1 if fresh else len(order))
+    for fresh_run, own_page in zip(runs[True], runs[False], strict=True):
+        assert fresh_run.judgement.verdicts == own_page.judgement.verdicts == {"pass"}
+        for fresh_step, own_step in zip(fresh_run.run.steps, own_page.run.steps, strict=True):
+            for name, array in own_step.outputs.items():
+                np.testing.assert_array_equal(fresh_step.outputs[name], array)
+    assert [(p["devices"], p["destroyed"]) for p in pools] == [(1, 0), (1, 0), (1, 1), (2, 1)]
+    assert pools[1]["reused"] > pools[0]["reused"] and pools[1]["made"] == pools[0]["made"]

@@ -12,7 +12,7 @@ example, which raises ``BudgetSpent`` (not an ``Exception``, so Hypothesis lets 
 once it is spent; a failure seen before then may overrun it to shrink (``_Examiner.grace``), and
 is written as the smallest failing example seen when even that runs out.
 
-Where a scenario costs seconds (ort-web: a page each), shrinking is most of the work, so a pass
+Where a scenario costs seconds (ort-web: an onnxruntime-web instance each), shrinking is most of the work, so a pass
 runs each distinct scenario once (Hypothesis replays examples while it shrinks), leaves out
 Hypothesis's explain phase (more replays, for a note explore does not print) and lifts
 Hypothesis's own shrink time cap (``_uncapped_shrinking``); a finding is then cut after its

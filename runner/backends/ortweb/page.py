@@ -45,9 +45,9 @@ class BundlePage:
         self, context: BrowserContext, server: AssetServer, module: str, renews: bool = False
     ):
         """`module`: the server path of the bundle the page imports. `renews`: a fresh
-        sequence runs on a new instance of the bundle imported into the page (harness.js
-        ``renew``; the device and what it compiled shared, devicepool.js) rather than in a page
-        loaded for it; a scenario still gets a page of its own (``scenario``)."""
+        sequence or a scenario runs on a new instance of the bundle imported into the page
+        (harness.js ``renew``; the device and what it compiled shared, devicepool.js) rather
+        than in a page loaded for it."""
         self._context = context
         self._server = server
         self._module = module
@@ -90,15 +90,19 @@ class BundlePage:
         return self._evaluate("harness.run", spec, timeout_s, pooled=self._renews)
 
     def scenario(self, spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """Run one scenario (harness.js's ``runScenario``) in a page of its own, loaded for it
-        without the device pool: what a scenario sees must not depend on what ran before it
-        (ORT's wasm heap, where its tensors land, a trap or a half-made session), so that
-        ``explore``'s examples are independent and each one it writes fails the same way under
-        ``run``; and a scenario that releases every session has onnxruntime-web destroy its
-        device and ask for another, which a pool would change (docs/commands.md, "Where an
-        ort-web example's time goes"). A load costs about as much again as a small scenario on
-        SwiftShader. The page goes with the scenario: cases after it do not inherit what it
-        left. Returns its result, or raises CaseTimedOut or PageBroken."""
+        """Run one scenario (harness.js's ``runScenario``) on an onnxruntime-web of its own:
+        what a scenario sees must not depend on what ran before it (ORT's wasm heap, where its
+        tensors land, a trap or a half-made session), so that ``explore``'s examples are
+        independent and each one it writes fails the same way under ``run``. A page that
+        `renews` imports a new instance of the bundle for it (``_afresh``; on the device pool's
+        device, which a destroy during the steps destroys: devicepool.js); any other loads a
+        page for it without the pool, which costs about as much again as a small scenario on
+        SwiftShader, and closes it after: cases after it do not inherit what it left.
+        Returns its result, or raises CaseTimedOut or PageBroken."""
+        if self._renews:
+            if self._ran:
+                self._afresh()
+            return self._evaluate("harness.scenario", spec, timeout_s, pooled=True)
         if self._ran:
             self.close()
         try:
@@ -107,8 +111,8 @@ class BundlePage:
             self.close()
 
     def _afresh(self) -> None:
-        """Nothing an earlier sequence left in the page stays: a new instance of the bundle in
-        it (a pooled page), or a new page."""
+        """Nothing an earlier sequence or scenario left in the page stays: a new instance of
+        the bundle in it (a pooled page), or a new page."""
         if self._pooled and self.is_open and self._instances < INSTANCES_PER_PAGE:
             try:
                 self._instances = self._page.evaluate("() => harness.renew()")

@@ -1,25 +1,28 @@
-// What explore's drawn models, each on a new onnxruntime-web instance (harness.js `renew`), share
-// in one page: injected by Playwright before the tracer (context.add_init_script; explore's
-// backend only, BackendOptions.fresh_sequences) and idle until the page enables it (harness.js
-// `load`; a scenario's page never does). Each instance's first device request gets the page's one
-// GPUDevice for that descriptor, whose `destroy` is a no-op, and a later request of the same
-// instance a new device, as without the pool (a scenario that releases every session makes
-// onnxruntime-web tear its context down and ask again: it must not get a device that outlived
-// its destroy). On the pooled device every shader module, bind group layout, pipeline layout and
-// compute pipeline is made once per content, and every wasm module is compiled once per URL.
-// What an instance shares is what a pure function of its descriptor makes, so an example's
-// verdict does not depend on the examples before it (tests/test_ortweb.py), while SwiftShader
-// compiles each program once per page instead of once per example (docs/commands.md, "Where an
-// ort-web example's time goes"). The tracer, injected after this, still sees (and counts) every
-// call onnxruntime-web makes.
+// What explore's examples, each on a new onnxruntime-web instance (harness.js `renew`), share in
+// one page: injected by Playwright before the tracer (context.add_init_script; explore's backend
+// only, BackendOptions.fresh_sequences) and idle until the page enables it (harness.js `load`).
+// Each instance's first device request gets the page's one GPUDevice for that descriptor, and a
+// later request of the same instance a new device, as without the pool. The pooled device's
+// `destroy` is a real one while an example's steps run (`stepping`: a scenario that releases
+// every session makes onnxruntime-web destroy its device, then read or dispose what it still
+// holds, and ask for a device again; the next instance then gets a new pooled device), and a
+// no-op after them, when nothing the example reports can see it (its clean-up, or `renew`
+// releasing the instance's sessions). On the pooled device every shader module, bind group
+// layout, pipeline layout and compute pipeline is made once per content, and every wasm module
+// is compiled once per URL. What an instance shares is what a pure function of its descriptor
+// makes, so an example's verdict does not depend on the examples before it (tests/test_ortweb.py,
+// tests/test_scenarios.py), while SwiftShader compiles each program once per pooled device
+// instead of once per example (docs/commands.md, "Where an ort-web example's time goes"). The
+// tracer, injected after this, still sees (and counts) every call onnxruntime-web makes.
 (() => {
   if (typeof GPUDevice === 'undefined' || window.__devicePool) {
     return;
   }
   let enabled = false;
   let handedOut = false; // the pooled device, to the current instance
+  let stepping = false; // an example's steps are running: a destroy is real
   const pool = {
-    devices: 0, made: 0, reused: 0, wasmCompiled: 0, wasmReused: 0,
+    devices: 0, destroyed: 0, made: 0, reused: 0, wasmCompiled: 0, wasmReused: 0,
     /** From now on, for this page. */
     enable() {
       enabled = true;
@@ -27,6 +30,10 @@
     /** A new instance: its first device request gets the pooled device. */
     renewed() {
       handedOut = false;
+    },
+    /** Whether an example's steps are running (`on`), or it is past them. */
+    stepping(on) {
+      stepping = on;
     },
   };
   Object.defineProperty(window, '__devicePool', {value: pool});
@@ -48,14 +55,26 @@
     handedOut = true;
     const key = JSON.stringify(descriptor || {});
     if (!devices.has(key)) {
-      devices.set(key, requestDevice.call(this, descriptor).then((device) => {
-        // onnxruntime-web destroys its device with its last session; the next instance
-        // asks for one again and gets this one (a lost one is the page's end: page.py)
-        device.destroy = () => {};
+      const pooled = requestDevice.call(this, descriptor).then((device) => {
+        // onnxruntime-web destroys its device with its last session; the next instance asks
+        // for one again and gets this one unless an example's steps destroyed it (a lost one is
+        // the page's end: page.py)
+        const destroy = device.destroy;
+        device.destroy = function () {
+          if (!stepping) {
+            return;
+          }
+          if (devices.get(key) === pooled) {
+            devices.delete(key);
+            pool.destroyed++;
+          }
+          destroy.call(this);
+        };
         made.set(device, new Map());
         pool.devices++;
         return device;
-      }));
+      });
+      devices.set(key, pooled);
     }
     return devices.get(key);
   };

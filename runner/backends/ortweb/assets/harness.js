@@ -21,8 +21,8 @@ const liveOutputs = new Set(); // GPU output tensors onnxruntime allocated, unti
 // The page's own session, made before its first case and never run: it keeps ORT's WebGPU context
 // (device, program cache) for the page's life, as an application's long-lived session would. The
 // C++ builds tear their context down with their last session, and rebuilding it for every case cost
-// about 5 s a case on SwiftShader; JSEP keeps its backend for the page anyway. Scenarios, each in a
-// page of its own, go without it: it changes what lives on the wasm heap.
+// about 5 s a case on SwiftShader; JSEP keeps its backend for the page anyway. Scenarios, each on an
+// onnxruntime-web of its own, go without it: it changes what lives on the wasm heap.
 let contextSession = null;
 let contextModelUrl = null;
 const fetched = new Map(); // url -> ArrayBuffer, for the current sequence
@@ -307,6 +307,7 @@ const runScenario = async (spec) => {
     endRun: () => tracer.end().counts,
     output: (tensor, data) => ({type: tensor.type, dims: tensor.dims, data: toBase64(data)}),
     faults,
+    quiet: () => window.__devicePool?.stepping(false),
   });
 };
 
@@ -408,11 +409,12 @@ window.harness = {
   },
   /** Runs one scenario (`runScenario`); its result as JSON text, as `run` returns a case's. */
   async scenario(spec, timeoutMs) {
+    window.__devicePool?.stepping(true); // until the scenario only releases its sessions
     const job = runScenario(spec).catch((error) => ({
       status: 'error',
       message: String(error && error.message ? error.message : error),
       steps: [],
-    }));
+    })).finally(() => window.__devicePool?.stepping(false));
     const result = await withDeadline(job, timeoutMs);
     if (result.status !== 'timeout') {
       Object.assign(result, tracer.drain());

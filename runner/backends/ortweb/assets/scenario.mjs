@@ -32,7 +32,8 @@ const text = (error) => String(error && error.message ? error.message : error).r
  *   releaseEntry(entry); runArguments(entry, sessionSpec, graph, variant): {feeds, fetches,
  *   readers}; startRun() and endRun() around a run, endRun giving its WebGPU call counts
  *   ({createBindGroup, uniformWrites}); output(tensor, data): a run's output as reported;
- *   faults: faults.js's API, or undefined where no fault is injected. A capture session's
+ *   faults: faults.js's API, or undefined where no fault is injected; quiet(), optional: from here
+ *   the scenario reports nothing, it only releases its sessions. A capture session's
  *   `sessionSpec.faults` are armed for its first two runs of each graph since it was created,
  *   as for a case's session: the run that records (the C++ builds record the first, JSEP the
  *   second) and no other.
@@ -58,6 +59,7 @@ export const runScenarioSteps = async (spec, page) => {
         cleanUpError = cleanUpError || `disposing the outputs ${name} held: ${text(error)}`;
       }
     }
+    page.quiet?.();
     for (const entry of live.values()) {
       await page.releaseEntry(entry).catch(() => {});
     }
