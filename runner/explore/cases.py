@@ -11,8 +11,9 @@ is a finding.
 
 Two failures are the same bug while exploring when they share the verdict, the failing case's
 mode and, for a backend's own failure, its message (``ModelFailure.kind``): stable while
-Hypothesis shrinks the model; two findings are the same when they share the verdict, the ops of
-the shrunk model and the message (``ModelFailure.signature``).
+Hypothesis shrinks the model (once a kind is found, a model without its finding's ops is shrunk
+apart: the explorer's ``_Examiner._kind``); two findings are the same when they share the
+verdict, the ops of the shrunk model and the message (``ModelFailure.signature``).
 """
 
 from __future__ import annotations
