@@ -1,6 +1,6 @@
 """Scenarios: the vocabulary's FILE:LINE errors, the feeds, a wgpu scenario clean and with an
-injected fault (naming the failing step) and its repro bundle, and the held-output TypeError on
-onnxruntime-web."""
+injected fault (naming the failing step) and its repro bundle, the held-output TypeError on
+onnxruntime-web, and explore's scenarios sharing one page there."""
 
 from __future__ import annotations
 

@@ -2,21 +2,23 @@
 
 An example is a scenario over one of the source's models (``machine``'s state machine), or a
 model the source draws itself, judged as its suite's cases are (``cases``; ``generated``). The
-backend is opened once (one browser for ort-web), every example on a device (a page) of its own,
-and every example runs through the step (``runner.step``) and the judge. Hypothesis runs in
-passes: a pass ends when Hypothesis has shrunk what it found, and the
-next one treats those kinds of failure as known, so nothing is found twice in one explore. Its
-example database lives in the cache folder, per target and faults, so a rerun replays known
-failures first. Hypothesis has no time limit of its own: the budget is checked before each
-example, which raises ``BudgetSpent`` (not an ``Exception``, so Hypothesis lets it through)
-once it is spent; a failure seen before then may overrun it to shrink (``_Examiner.grace``), and
-is written as the smallest failing example seen when even that runs out.
+backend is opened once (one browser for ort-web), every example on a device of its own (on
+ort-web an onnxruntime-web instance), and every example runs through the step (``runner.step``)
+and the judge. Hypothesis runs in passes: a pass ends when Hypothesis has shrunk what it found,
+and the next one treats those kinds of failure as known (a drawn model without the ops of any
+finding of its kind is a kind apart: ``_Examiner._kind``), so nothing is found twice in one
+explore. Its example database lives in the cache folder, per target and faults, so a rerun
+replays known failures first. Hypothesis has no time limit of its own: the budget is checked
+before each example, which raises ``BudgetSpent`` (not an ``Exception``, so Hypothesis lets it
+through) once it is spent; a failure seen before then may overrun it to shrink
+(``_Examiner.grace``), and is written as the smallest failing example seen when even that runs
+out.
 
-Where a scenario costs seconds (ort-web: an onnxruntime-web instance each), shrinking is most of the work, so a pass
-runs each distinct scenario once (Hypothesis replays examples while it shrinks), leaves out
-Hypothesis's explain phase (more replays, for a note explore does not print) and lifts
-Hypothesis's own shrink time cap (``_uncapped_shrinking``); a finding is then cut after its
-failing step where the cut scenario fails alike.
+Where a scenario costs seconds (ort-web: an onnxruntime-web instance each), shrinking is most of
+the work, so a pass runs each distinct scenario once (Hypothesis replays examples while it
+shrinks), leaves out Hypothesis's explain phase (more replays, for a note explore does not
+print) and lifts Hypothesis's own shrink time cap (``_uncapped_shrinking``); a finding is then
+cut after its failing step where the cut scenario fails alike.
 """
 
 from __future__ import annotations
@@ -224,8 +226,8 @@ class _Examiner:
 
     def outcome(self, explored: ExploredModel, scenario: Scenario) -> Failure | None:
         """`scenario`'s failure, or None when it passed: run the first time it is asked for,
-        remembered after that (a scenario's verdict is its own, each in a fresh page on
-        ort-web), so that Hypothesis's replays cost nothing."""
+        remembered after that (a scenario's verdict is its own, each on a fresh
+        onnxruntime-web instance on ort-web), so that Hypothesis's replays cost nothing."""
         key = _scenario_key(explored, scenario)
         if key not in self.outcomes:
             item = ScenarioTarget(explored.suite, scenario, self.request.space.target)
@@ -284,7 +286,8 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
     examples_database = example_database(root, database_folder.name, request.replay_from)
     REGISTRY[target.name].prepared([target], say)
     began, started = time.monotonic(), record.now()
-    # every example on a device (a page) of its own: its verdict is its own, as Hypothesis needs
+    # every example on a device (on ort-web an instance) of its own: its verdict is its own, as
+    # Hypothesis needs
     backend = open_backend(target.name, dataclasses.replace(options, fresh_sequences=True))
     try:
         say(f"opened {target.id} in {time.monotonic() - began:.1f} s; exploring")

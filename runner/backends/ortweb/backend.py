@@ -272,9 +272,8 @@ class OrtWebBackend:
 
     def page_loads(self) -> dict[str, int]:
         """How often each build's page of the current version was (re)opened: one each unless
-        a case broke a page, one more for each scenario (each runs in a page of its own, but in
-        explore), and in explore one more every page.INSTANCES_PER_PAGE sequences or
-        scenarios."""
+        a case broke a page and one more for each scenario (each runs in a page of its own);
+        in explore, one more every page.INSTANCES_PER_PAGE sequences or scenarios."""
         return {bundle: page.loads for bundle, page in self._pages.items()}
 
     def _start(self) -> None:
