@@ -1,13 +1,13 @@
 // What explore's examples, each on a new onnxruntime-web instance (harness.js `renew`), share in
 // one page: injected by Playwright before the tracer (context.add_init_script; explore's backend
 // only, BackendOptions.fresh_sequences) and idle until the page enables it (harness.js `load`).
-// Each instance's first device request gets the page's one GPUDevice for that descriptor, and a
-// later request of the same instance a new device, as without the pool. The pooled device's
-// `destroy` is a real one while an example's steps run (`stepping`: a scenario that releases
-// every session makes onnxruntime-web destroy its device, then read or dispose what it still
-// holds, and ask for a device again; the next instance then gets a new pooled device), and a
-// no-op after them, when nothing the example reports can see it (its clean-up, or `renew`
-// releasing the instance's sessions). On the pooled device every shader module, bind group
+// Each device request of an instance gets one of the page's pooled devices for that descriptor
+// that the instance did not get yet, a new one where there is none. A pooled device's `destroy`
+// is a real one while an example's steps run (`stepping`: a scenario that releases every
+// session makes onnxruntime-web destroy its device, then read or dispose what it still holds,
+// and ask for a device again, as in a page of its own; the destroyed device leaves the pool),
+// and a no-op after them, when nothing the example reports can see it (its clean-up, or `renew`
+// releasing the instance's sessions). On a pooled device every shader module, bind group
 // layout, pipeline layout and compute pipeline is made once per content, and every wasm module
 // is compiled once per URL. What an instance shares is what a pure function of its descriptor
 // makes, so an example's verdict does not depend on the examples before it (tests/test_ortweb.py,
@@ -19,17 +19,17 @@
     return;
   }
   let enabled = false;
-  let handedOut = false; // the pooled device, to the current instance
   let stepping = false; // an example's steps are running: a destroy is real
+  const given = new Set(); // the pooled devices the current instance got
   const pool = {
     devices: 0, destroyed: 0, made: 0, reused: 0, wasmCompiled: 0, wasmReused: 0,
     /** From now on, for this page. */
     enable() {
       enabled = true;
     },
-    /** A new instance: its first device request gets the pooled device. */
+    /** A new instance: each of its device requests gets a pooled device it did not get yet. */
     renewed() {
-      handedOut = false;
+      given.clear();
     },
     /** Whether an example's steps are running (`on`), or it is past them. */
     stepping(on) {
@@ -38,7 +38,7 @@
   };
   Object.defineProperty(window, '__devicePool', {value: pool});
 
-  const devices = new Map(); // descriptor as JSON -> its device
+  const devices = new Map(); // descriptor as JSON -> its pooled devices alive, oldest first
   const made = new WeakMap(); // device -> Map(kind + content -> object)
   const contentOf = new WeakMap(); // object made here -> its key
   // an object's key for a descriptor naming it: 'auto' and absent stand for themselves; one this
@@ -49,23 +49,28 @@
 
   const requestDevice = GPUAdapter.prototype.requestDevice;
   GPUAdapter.prototype.requestDevice = async function (descriptor) {
-    if (!enabled || handedOut) {
+    if (!enabled) {
       return requestDevice.call(this, descriptor);
     }
-    handedOut = true;
     const key = JSON.stringify(descriptor || {});
     if (!devices.has(key)) {
-      const pooled = requestDevice.call(this, descriptor).then((device) => {
-        // onnxruntime-web destroys its device with its last session; the next instance asks
-        // for one again and gets this one unless an example's steps destroyed it (a lost one is
-        // the page's end: page.py)
+      devices.set(key, []);
+    }
+    const alive = devices.get(key);
+    let pooled = alive.find((device) => !given.has(device));
+    if (!pooled) {
+      pooled = requestDevice.call(this, descriptor).then((device) => {
+        // onnxruntime-web destroys its device with its last session; a later request gets
+        // this one again unless an example's steps destroyed it (a lost one is the page's end:
+        // page.py)
         const destroy = device.destroy;
         device.destroy = function () {
           if (!stepping) {
             return;
           }
-          if (devices.get(key) === pooled) {
-            devices.delete(key);
+          const at = alive.indexOf(pooled);
+          if (at >= 0) {
+            alive.splice(at, 1);
             pool.destroyed++;
           }
           destroy.call(this);
@@ -74,9 +79,10 @@
         pool.devices++;
         return device;
       });
-      devices.set(key, pooled);
+      alive.push(pooled);
     }
-    return devices.get(key);
+    given.add(pooled);
+    return pooled;
   };
 
   /** `GPUDevice.prototype[method]` answering from what the device made for the same content. */
