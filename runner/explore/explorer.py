@@ -189,7 +189,9 @@ class _Examiner:
         kind = None if failure is None else self._kind(failure)
         if kind is None or kind in self.known:
             return
-        if fresh:
+        # an example run in an earlier pass may fail as a kind new in this one (apart from a
+        # finding written since): tallied when first seen, so that it is shrunk and written
+        if fresh or kind not in self.first_seen:
             self._keep(failure, kind, now)
         raise _failure_type(kind)(failure.result.message)
 
@@ -299,6 +301,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         database = _PassDatabase(examples_database)
         for pass_number in itertools.count(1):
             examine.pending.clear()
+            drawn = examine.examples
             pass_seed = None if request.seed is None else request.seed + pass_number - 1
             try:
                 spent = _run_pass(_examples(space, examine, pass_seed), database)
@@ -319,8 +322,12 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
                 found = Found(failure, path, examples, seconds, spent)
                 findings.append(found)
                 say(f"found {failure.result.verdict} in {found.size}: {path}")
-            if spent or not examine.pending:
+            # Hypothesis also stops drawing on its own, after many discarded models (an op the
+            # target lacks, no reference): the budget goes on while a pass draws new examples
+            if spent or not (examine.pending or examine.examples > drawn):
                 break
+            if not examine.pending:
+                say("Hypothesis stopped drawing before the budget: another pass")
             # Later passes must not delete known failures from the database: there they are
             # known, not fixed, and the next explore should replay them first.
             database = _PassDatabase(database.inner, keep_fetched=True)
