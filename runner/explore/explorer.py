@@ -243,7 +243,7 @@ class _Examiner:
         return self.outcomes[key]
 
     def _keep(self, failure: Failure | ModelFailure, kind: FailureKind, now: float) -> None:
-        """Tally a failing example just run: its kind if new, and it if its kind's shortest."""
+        """Tally a failing example: its kind if new, and it if its kind's shortest."""
         size = failure.size
         if kind not in self.first_seen:
             self.first_seen[kind] = (self.examples, now - self.began)
@@ -301,7 +301,6 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         database = _PassDatabase(examples_database)
         for pass_number in itertools.count(1):
             examine.pending.clear()
-            drawn = examine.examples
             pass_seed = None if request.seed is None else request.seed + pass_number - 1
             try:
                 spent = _run_pass(_examples(space, examine, pass_seed), database)
@@ -322,12 +321,8 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
                 found = Found(failure, path, examples, seconds, spent)
                 findings.append(found)
                 say(f"found {failure.result.verdict} in {found.size}: {path}")
-            # Hypothesis also stops drawing on its own, after many discarded models (an op the
-            # target lacks, no reference): the budget goes on while a pass draws new examples
-            if spent or not (examine.pending or examine.examples > drawn):
+            if spent or not examine.pending:
                 break
-            if not examine.pending:
-                say("Hypothesis stopped drawing before the budget: another pass")
             # Later passes must not delete known failures from the database: there they are
             # known, not fixed, and the next explore should replay them first.
             database = _PassDatabase(database.inner, keep_fetched=True)
