@@ -261,6 +261,23 @@ def test_after_a_case_the_page_holds_nothing_the_case_made(backend):
     assert page.loads == loads  # all in one page
 
 
+def test_the_browser_keeps_compiled_wasm_in_a_profile_of_its_own_until_closed():
+    """Chromium runs on a profile on disk, so that its code cache keeps onnxruntime-web's
+    compiled wasm for every later page (an in-memory context has none, and each page compiled
+    about 20 MB of wasm again); the profile is the backend's, gone once it closes."""
+    opened = open_ortweb()
+    try:
+        profile = Path(opened._profile.name)
+        code_cache = profile / "Default" / "Code Cache" / "wasm"
+        case, workload = sequence_case("jsep", False)
+        assert opened.run(CaseWork(case, workload)).status == "ok"
+        cached = sum(f.stat().st_size for f in code_cache.rglob("*") if f.is_file())
+        assert cached > 1_000_000  # the module's code, not an empty cache's index
+    finally:
+        opened.close()
+    assert not profile.exists()
+
+
 def test_a_revisited_case_keeps_its_session_until_its_revisit(backend):
     """Layouts A, B, then A again (revisit): A's session lives through B and is run again, not
     created again, then released; a kept session whose revisit never comes goes with the next

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -61,6 +62,7 @@ class OrtWebBackend:
         self._playwright = None
         self._browser = None
         self._context = None
+        self._profile: tempfile.TemporaryDirectory | None = None  # the browser's (launch)
         self._server: AssetServer | None = None
         self._packages: dict[str, OrtWebPackage] = {}  # exact version -> its package
         self._version: str | None = None  # whose builds `_pages` hold
@@ -263,6 +265,9 @@ class OrtWebBackend:
         finally:
             self._pages.clear()
             self._browser = self._context = None
+            if self._profile is not None:
+                self._profile.cleanup()
+                self._profile = None
             if self._playwright is not None:
                 self._playwright = None
                 browser.release_playwright()
@@ -286,9 +291,14 @@ class OrtWebBackend:
         started = time.perf_counter()
         try:
             self._playwright = browser.acquire_playwright()
-            self._browser = browser.launch(self._playwright, self.chromium)
+            self._profile = tempfile.TemporaryDirectory(
+                prefix="regress-chromium-", ignore_cleanup_errors=True
+            )
+            self._context = browser.launch(
+                self._playwright, self.chromium, Path(self._profile.name)
+            )
+            self._browser = self._context.browser
             self.launches += 1
-            self._context = self._browser.new_context()
             if self.options.fresh_sequences:  # beneath the tracer, which counts what ORT asks
                 self._context.add_init_script(path=str(ASSETS / "devicepool.js"))
             self._context.add_init_script(path=str(ASSETS / "tracer.js"))

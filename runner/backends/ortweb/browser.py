@@ -127,19 +127,32 @@ def release_playwright() -> None:
         _playwright = None
 
 
-def launch(playwright, executable: ChromiumExecutable):
-    """A headless Chromium with WebGPU on; raises EnvironmentUnusable if it will not start."""
+def launch(playwright, executable: ChromiumExecutable, profile: Path):
+    """A headless Chromium with WebGPU on, its one context on the profile folder `profile`;
+    raises EnvironmentUnusable if it will not start.
+
+    A profile on disk, unlike Playwright's default in-memory context, has Chromium keep the
+    code it compiled for onnxruntime-web's wasm (its code cache): every page after the first
+    loads the compiled module instead of compiling and tiering up about 20 MB of wasm again,
+    which took 12-16 s of a renderer's CPU on 2 cores and held up the page's network loads
+    meanwhile (docs/commands.md, "The wasm compile every page paid")."""
     from playwright.sync_api import Error
 
     try:
-        return playwright.chromium.launch(
-            executable_path=str(executable.path), args=list(chromium_flags()), headless=True
+        context = playwright.chromium.launch_persistent_context(
+            profile,
+            executable_path=str(executable.path),
+            args=list(chromium_flags()),
+            headless=True,
         )
     except Error as error:
         raise EnvironmentUnusable(
             f"Chromium at {executable.path} (found by {executable.found_by}) did not start: "
             f"{error.message.splitlines()[0]}"
         ) from None
+    for page in context.pages:  # the blank page a persistent context opens with
+        page.close()
+    return context
 
 
 renderer_kills = 0  # bumped by kill_renderers: every page opened before then is gone

@@ -128,6 +128,7 @@
     }
     if (compiled.has(response.url)) {
       pool.wasmReused++;
+      response.body?.cancel(); // unread, its 20 MB would stay in flight until collected
     } else {
       pool.wasmCompiled++;
       compiled.set(response.url, WebAssembly.compileStreaming(response));
