@@ -304,14 +304,33 @@ EXPLORED_SCENARIOS = """    steps:
 """
 
 
+# What an onnxruntime-web that uses its device after destroying it would do (none measured so far)
+USE_AFTER_DESTROY = """() => {
+  const requestDevice = GPUAdapter.prototype.requestDevice;
+  GPUAdapter.prototype.requestDevice = async function (...args) {
+    const device = await requestDevice.apply(this, args);
+    if (!device.destroy.usesAfter) {
+      const destroy = device.destroy;
+      device.destroy = Object.assign(function () {
+        destroy.call(this);
+        this.createBuffer({size: 4, usage: GPUBufferUsage.STORAGE});
+      }, {usesAfter: true});
+    }
+    return device;
+  };
+}"""
+
+
 @pytest.mark.browser
 def test_explores_scenarios_share_a_page_and_what_one_destroys_reaches_no_other(tmp_path):
     """explore's scenarios on ort-web (``fresh_sequences``) each run on a new onnxruntime-web
-    instance in one page, on the device pool's device (devicepool.js): the second compiles
+    instance in one page, on the device pool's devices (devicepool.js): the second compiles
     nothing the first compiled, and each gives, bit for bit, what it gives in a page of its
-    own. One that releases its last session mid-steps has the C++ build destroy its device for
-    real, as in a page of its own, and ask for another: a new pooled device, which the next
-    scenario gets, with what that one compiled."""
+    own. One that releases its last session mid-steps has the C++ build destroy its device,
+    which ends the instance's lease of it (the device stays in the pool, nothing destroyed for
+    real), and ask for another: a new pooled device, which later scenarios get too, with what
+    it compiled. An instance that used its device after destroying it (injected) would have
+    used a live one: its scenario runs again with real destroys, in the same page."""
     from runner.backends import open_backend
     from runner.backends.base import BackendOptions
     from runner.matrix import ScenarioTarget
@@ -325,7 +344,7 @@ def test_explores_scenarios_share_a_page_and_what_one_destroys_reaches_no_other(
     path.write_text(header.removesuffix("    steps:\n") + EXPLORED_SCENARIOS)
     suite = load_suite(path, REGISTRY)
     plain, destroys = (ScenarioTarget(suite, s, suite.backends[0]) for s in suite.scenarios)
-    order = (plain, plain, destroys, plain)
+    order = (plain, plain, destroys, plain, destroys)
     references = ReferenceCache(None).references
     runs, pools = {}, []
     for fresh in (True, False):
@@ -333,7 +352,9 @@ def test_explores_scenarios_share_a_page_and_what_one_destroys_reaches_no_other(
         backend = open_backend("ort-web", options)
         try:
             runs[fresh] = []
-            for item in order:
+            for i, item in enumerate(order):
+                if fresh and i == len(order) - 1:
+                    backend._pages["webgpu"]._page.evaluate(USE_AFTER_DESTROY)
                 runs[fresh].append(Step(references, options).run(item, backend))
                 if fresh:
                     page = backend._pages["webgpu"]
@@ -347,6 +368,10 @@ def test_explores_scenarios_share_a_page_and_what_one_destroys_reaches_no_other(
         for fresh_step, own_step in zip(fresh_run.run.steps, own_page.run.steps, strict=True):
             for name, array in own_step.outputs.items():
                 np.testing.assert_array_equal(fresh_step.outputs[name], array)
-    assert [(p["devices"], p["destroyed"]) for p in pools] == [(1, 0), (1, 0), (2, 1), (2, 1)]
+    counts = [(p["devices"], p["spared"], p["destroyed"], p["usedAfterDestroy"]) for p in pools]
+    # the last: spared, used after, then run again with its device destroyed for real
+    assert counts == [
+        (1, 0, 0, False), (1, 0, 0, False), (2, 1, 0, False), (2, 1, 0, False), (2, 2, 1, False)
+    ]
     assert pools[1]["reused"] > pools[0]["reused"] and pools[1]["made"] == pools[0]["made"]
     assert pools[2]["made"] > pools[1]["made"] and pools[3]["made"] == pools[2]["made"]

@@ -96,15 +96,22 @@ class BundlePage:
         what a scenario sees must not depend on what ran before it (ORT's wasm heap, where its
         tensors land, a trap or a half-made session), so that ``explore``'s examples are
         independent and each one it writes fails the same way under ``run``. A page that
-        `renews` imports a new instance of the bundle for it (``_afresh``; on the device pool's
-        device, which a destroy during the steps destroys: devicepool.js); any other loads a
-        page for it without the pool, which costs about as much again as a small scenario on
-        SwiftShader, and closes it after: cases after it do not inherit what it left.
+        `renews` imports a new instance of the bundle for it (``_afresh``) on the device pool's
+        devices, where a destroy during the steps ends the instance's lease of its device
+        (devicepool.js); a scenario that used a device after destroying it runs again on a new
+        instance with real destroys, as in a page of its own. Any other page loads a page for it
+        without the pool, which costs about as much again as a small scenario on SwiftShader,
+        and closes it after: cases after it do not inherit what it left.
         Returns its result, or raises CaseTimedOut or PageBroken."""
         if self._renews:
-            if self._ran:
-                self._afresh()
-            return self._evaluate("harness.scenario", spec, timeout_s, pooled=True)
+            for real_destroys in (False, True):
+                if self._ran:
+                    self._afresh()
+                spec = {**spec, "realDestroys": real_destroys}
+                result = self._evaluate("harness.scenario", spec, timeout_s, pooled=True)
+                if not result.get("usedAfterDestroy"):
+                    break
+            return result
         if self._ran:
             self.close()
         try:

@@ -2,15 +2,20 @@
 // one page: injected by Playwright before the tracer (context.add_init_script; explore's backend
 // only, BackendOptions.fresh_sequences) and idle until the page enables it (harness.js `load`).
 // Each device request of an instance gets one of the page's pooled devices for that descriptor
-// that the instance did not get yet, a new one where there is none. A pooled device's `destroy`
-// is a real one while an example's steps run (`stepping`: a scenario that releases every
-// session makes onnxruntime-web destroy its device, then read or dispose what it still holds,
-// and ask for a device again, as in a page of its own; the destroyed device leaves the pool),
-// and a no-op after them, when nothing the example reports can see it (its clean-up, or `renew`
-// releasing the instance's sessions). On a pooled device every shader module, bind group
-// layout, pipeline layout and compute pipeline is made once per content, and every wasm module
-// is compiled once per URL. What an instance shares is what a pure function of its descriptor
-// makes, so an example's verdict does not depend on the examples before it (tests/test_ortweb.py,
+// that the instance did not get yet, a new one where there is none: a lease of it, with a `lost`
+// of its own. A pooled device's `destroy` while an example's steps run (`stepping`: a scenario
+// that releases every session makes the C++ builds destroy their device, then dispose what they
+// still hold, and ask for a device again, as in a page of its own) ends the lease as a real
+// destroy would: its buffers destroyed, its `lost` resolved as Chromium resolves it; the device
+// stays in the pool, with what it compiled. What the instance does with the device after that
+// (anything but destroying its buffers) would run on a live device: the pool says so
+// (`usedAfterDestroy`) and the example is run again (page.py) with real destroys
+// (`stepping(true, true)`: the destroyed device leaves the pool). Past an example's steps, when
+// nothing it reports can see it (its clean-up, or `renew` releasing the instance's sessions), a
+// destroy is a no-op. On a pooled device every shader module, bind group layout, pipeline
+// layout and compute pipeline is made once per content, and every wasm module is compiled once
+// per URL. What an instance shares is what a pure function of its descriptor makes, so an
+// example's verdict does not depend on the examples before it (tests/test_ortweb.py,
 // tests/test_scenarios.py), while SwiftShader compiles each program once per pooled device
 // instead of once per example (docs/commands.md, "Where an ort-web example's time goes"). The
 // tracer, injected after this, still sees (and counts) every call onnxruntime-web makes.
@@ -19,10 +24,12 @@
     return;
   }
   let enabled = false;
-  let stepping = false; // an example's steps are running: a destroy is real
+  let stepping = false; // an example's steps are running: a destroy ends the device's lease
+  let realDestroys = false; // ... and destroys the device
   const given = new Set(); // the pooled devices the current instance got
   const pool = {
-    devices: 0, destroyed: 0, made: 0, reused: 0, wasmCompiled: 0, wasmReused: 0,
+    devices: 0, destroyed: 0, spared: 0, made: 0, reused: 0, wasmCompiled: 0, wasmReused: 0,
+    usedAfterDestroy: false, // the current example used a device or buffer it had destroyed
     /** From now on, for this page. */
     enable() {
       enabled = true;
@@ -31,12 +38,32 @@
     renewed() {
       given.clear();
     },
-    /** Whether an example's steps are running (`on`), or it is past them. */
-    stepping(on) {
+    /** Whether an example's steps are running (`on`; `real`: its destroys are real ones). */
+    stepping(on, real = false) {
       stepping = on;
+      if (on) {
+        realDestroys = real;
+        pool.usedAfterDestroy = false;
+      }
     },
   };
   Object.defineProperty(window, '__devicePool', {value: pool});
+
+  // A pooled device's lease: what one instance got of it, until the instance is renewed
+  const leases = new WeakMap(); // device -> its current lease {lost, resolve, ended, buffers}
+  const leaseOf = new WeakMap(); // buffer -> the lease it was made in
+  const queues = new WeakMap(); // queue -> its device
+  const lease = (device) => {
+    let resolve;
+    const lost = new Promise((settle) => {
+      resolve = settle;
+    });
+    leases.set(device, {lost, resolve, ended: false, buffers: new Set()});
+    return device;
+  };
+  const nativeLost = Object.getOwnPropertyDescriptor(GPUDevice.prototype, 'lost').get;
+  // what Chromium resolves a destroyed device's `lost` with, a task after `destroy` (measured)
+  const DESTROYED = {reason: 'destroyed', message: 'Device was destroyed.'};
 
   const devices = new Map(); // descriptor as JSON -> its pooled devices alive, oldest first
   const made = new WeakMap(); // device -> Map(kind + content -> object)
@@ -60,20 +87,28 @@
     let pooled = alive.find((device) => !given.has(device));
     if (!pooled) {
       pooled = requestDevice.call(this, descriptor).then((device) => {
-        // onnxruntime-web destroys its device with its last session; a later request gets
-        // this one again unless an example's steps destroyed it (a lost one is the page's end:
-        // page.py)
+        Object.defineProperty(device, 'lost', {get: () => leases.get(device).lost});
+        nativeLost.call(device).then((info) => leases.get(device).resolve(info));
+        queues.set(device.queue, device);
         const destroy = device.destroy;
         device.destroy = function () {
-          if (!stepping) {
+          const current = leases.get(device);
+          if (!stepping || current.ended) {
             return;
           }
-          const at = alive.indexOf(pooled);
-          if (at >= 0) {
-            alive.splice(at, 1);
-            pool.destroyed++;
+          if (realDestroys) {
+            const at = alive.indexOf(pooled);
+            if (at >= 0) {
+              alive.splice(at, 1);
+              pool.destroyed++;
+            }
+            destroy.call(this);
+            return;
           }
-          destroy.call(this);
+          current.ended = true;
+          pool.spared++;
+          current.buffers.forEach((buffer) => buffer.destroy());
+          setTimeout(() => current.resolve(DESTROYED));
         };
         made.set(device, new Map());
         pool.devices++;
@@ -82,7 +117,7 @@
       alive.push(pooled);
     }
     given.add(pooled);
-    return pooled;
+    return pooled.then(lease);
   };
 
   /** `GPUDevice.prototype[method]` answering from what the device made for the same content. */
@@ -117,6 +152,36 @@
     d.compute.entryPoint ?? null, d.compute.constants ?? null);
   byContent('createComputePipeline', 'pipeline', pipeline);
   byContent('createComputePipelineAsync', 'pipeline', pipeline);
+
+  // A lease's buffers, and what an instance does with a device or buffer whose lease it ended
+  const createBuffer = GPUDevice.prototype.createBuffer;
+  GPUDevice.prototype.createBuffer = function (descriptor) {
+    const buffer = createBuffer.call(this, descriptor);
+    const current = leases.get(this);
+    if (current) {
+      current.buffers.add(buffer);
+      leaseOf.set(buffer, current);
+    }
+    return buffer;
+  };
+  const watch = (prototype, leaseOfThis, except) => {
+    for (const name of Object.getOwnPropertyNames(prototype)) {
+      const original = Object.getOwnPropertyDescriptor(prototype, name).value;
+      if (name === 'constructor' || except.includes(name) || typeof original !== 'function') {
+        continue;
+      }
+      prototype[name] = function (...args) {
+        if (stepping && leaseOfThis(this)?.ended) {
+          pool.usedAfterDestroy = true;
+        }
+        return original.apply(this, args);
+      };
+    }
+  };
+  // a buffer's destroy is what a real destroy leaves harmless; a device's is its own (above)
+  watch(GPUDevice.prototype, (device) => leases.get(device), []);
+  watch(GPUQueue.prototype, (queue) => leases.get(queues.get(queue)), []);
+  watch(GPUBuffer.prototype, (buffer) => leaseOf.get(buffer), ['destroy']);
 
   // onnxruntime-web instantiates its wasm with instantiateStreaming(fetch(url)): compiled once
   const compiled = new Map(); // url -> Promise<WebAssembly.Module>

@@ -409,7 +409,8 @@ window.harness = {
   },
   /** Runs one scenario (`runScenario`); its result as JSON text, as `run` returns a case's. */
   async scenario(spec, timeoutMs) {
-    window.__devicePool?.stepping(true); // until the scenario only releases its sessions
+    // until the scenario only releases its sessions; `realDestroys`: page.py runs it again
+    window.__devicePool?.stepping(true, Boolean(spec.realDestroys));
     const job = runScenario(spec).catch((error) => ({
       status: 'error',
       message: String(error && error.message ? error.message : error),
@@ -420,6 +421,7 @@ window.harness = {
       Object.assign(result, tracer.drain());
       result.deviceLost = tracer.deviceLost;
       result.aborted = result.status !== 'ok' && /\bAborted\(|\bunreachable\b/.test(result.message);
+      result.usedAfterDestroy = Boolean(window.__devicePool?.usedAfterDestroy);
     }
     return JSON.stringify(result);
   },

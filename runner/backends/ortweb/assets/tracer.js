@@ -16,7 +16,7 @@
   const UNIFORM = 0x40; // GPUBufferUsage.UNIFORM
 
   const known = new WeakMap(); // GPU object -> what the tracer knows of it
-  const lostDevices = new WeakSet();
+  const lostOnes = new WeakSet(); // the `lost` promises resolved
   const serial = {b: 0, p: 0};
   const nextId = (prefix) => `${prefix}${++serial[prefix]}`;
 
@@ -42,7 +42,7 @@
     },
     /** Whether `device` is lost, destroyed included (which onnxruntime-web does itself). */
     isLost(device) {
-      return lostDevices.has(device);
+      return lostOnes.has(device.lost);
     },
     /** The errors and warnings collected since the last drain. */
     drain() {
@@ -184,23 +184,32 @@
   });
 
   // Errors: uncaptured WebGPU errors and device loss on every device the page asks for (once
-  // each: explore's device pool, devicepool.js, answers many requests with one device).
+  // each: explore's device pool, devicepool.js, answers many requests with one device, each
+  // with a `lost` of its own).
   const watched = new WeakSet();
+  const watchLost = (device) => {
+    const {lost} = device;
+    if (watched.has(lost)) {
+      return;
+    }
+    watched.add(lost);
+    lost.then((info) => {
+      lostOnes.add(lost);
+      if (info.reason !== 'destroyed') {
+        tracer.deviceLost = info.message || String(info.reason);
+        tracer.errors.push(`WebGPU device lost: ${tracer.deviceLost}`);
+      }
+    });
+  };
   wrap(GPUAdapter.prototype, 'requestDevice', function (original, args) {
     return original.apply(this, args).then((device) => {
+      watchLost(device);
       if (watched.has(device)) {
         return device;
       }
       watched.add(device);
       device.addEventListener('uncapturederror', (event) => {
         tracer.errors.push(`WebGPU uncaptured error: ${event.error.message}`);
-      });
-      device.lost.then((lost) => {
-        lostDevices.add(device);
-        if (lost.reason !== 'destroyed') {
-          tracer.deviceLost = lost.message || String(lost.reason);
-          tracer.errors.push(`WebGPU device lost: ${tracer.deviceLost}`);
-        }
       });
       return device;
     });
