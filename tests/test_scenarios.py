@@ -304,17 +304,52 @@ EXPLORED_SCENARIOS = """    steps:
 """
 
 
-# What an onnxruntime-web that uses its device after destroying it would do (none measured so far)
-USE_AFTER_DESTROY = """() => {
+# The third step traps 1.30.0's jspi build (suites/bugs/ort-graph1-first-then-graph0.yaml)
+TRAPS = """name: traps
+models:
+  enc: {builtin: encoder, style: compact, layers: 2, hidden: 32, heads: 4, ffn: 64}
+shapes: [{batch: 1, sequence: 16}]
+backends: [{name: ort-web, bundle: jspi}]
+exclude: [{model: enc}]
+scenarios:
+  - name: plain
+    model: enc
+    sessions: {c: {}}
+    steps:
+      - run: c
+      - run: c
+  - name: traps
+    model: enc
+    sessions: {s1: {}, s2: {}}
+    steps:
+      - run: s1
+        graph: 1
+      - run: s2
+      - run: s1
+"""
+
+# What an onnxruntime-web that used what a destroy of its had ended would do (none measured so
+# far): a call on the device after destroying it, or an object made before the destroy (a program
+# cache that outlived its device) passed to the device it asked for after it
+MISUSE = """(misuse) => {
   const requestDevice = GPUAdapter.prototype.requestDevice;
+  window.__unmisuse = () => {
+    GPUAdapter.prototype.requestDevice = requestDevice;
+  };
+  let module = null;
   GPUAdapter.prototype.requestDevice = async function (...args) {
     const device = await requestDevice.apply(this, args);
-    if (!device.destroy.usesAfter) {
+    if (misuse === 'use-after-destroy') {
       const destroy = device.destroy;
-      device.destroy = Object.assign(function () {
+      device.destroy = function () {
         destroy.call(this);
         this.createBuffer({size: 4, usage: GPUBufferUsage.STORAGE});
-      }, {usesAfter: true});
+      };
+    } else if (module) {
+      device.createComputePipeline({layout: 'auto', compute: {module, entryPoint: 'main'}});
+      module = null;
+    } else {
+      module = device.createShaderModule({code: '@compute @workgroup_size(1) fn main() {}'});
     }
     return device;
   };
@@ -328,9 +363,10 @@ def test_explores_scenarios_share_a_page_and_what_one_destroys_reaches_no_other(
     nothing the first compiled, and each gives, bit for bit, what it gives in a page of its
     own. One that releases its last session mid-steps has the C++ build destroy its device,
     which ends the instance's lease of it (the device stays in the pool, nothing destroyed for
-    real), and ask for another: a new pooled device, which later scenarios get too, with what
-    it compiled. An instance that used its device after destroying it (injected) would have
-    used a live one: its scenario runs again with real destroys, in the same page."""
+    real), and ask for another: a new lease of the same device, with what it compiled. An
+    instance that used its device after destroying it, or passed the device it got next an
+    object of the destroyed one's (both injected), would have done so with a destroyed device:
+    its scenario runs again with real destroys, in the same page, on a new device."""
     from runner.backends import open_backend
     from runner.backends.base import BackendOptions
     from runner.matrix import ScenarioTarget
@@ -344,7 +380,8 @@ def test_explores_scenarios_share_a_page_and_what_one_destroys_reaches_no_other(
     path.write_text(header.removesuffix("    steps:\n") + EXPLORED_SCENARIOS)
     suite = load_suite(path, REGISTRY)
     plain, destroys = (ScenarioTarget(suite, s, suite.backends[0]) for s in suite.scenarios)
-    order = (plain, plain, destroys, plain, destroys)
+    order = (plain, plain, destroys, plain, destroys, destroys)
+    misuses = {4: "use-after-destroy", 5: "stale-object"}
     references = ReferenceCache(None).references
     runs, pools = {}, []
     for fresh in (True, False):
@@ -353,12 +390,13 @@ def test_explores_scenarios_share_a_page_and_what_one_destroys_reaches_no_other(
         try:
             runs[fresh] = []
             for i, item in enumerate(order):
-                if fresh and i == len(order) - 1:
-                    backend._pages["webgpu"]._page.evaluate(USE_AFTER_DESTROY)
+                if fresh and i in misuses:
+                    backend._pages["webgpu"]._page.evaluate(MISUSE, misuses[i])
                 runs[fresh].append(Step(references, options).run(item, backend))
                 if fresh:
-                    page = backend._pages["webgpu"]
-                    pools.append(page._page.evaluate("() => window.__devicePool"))
+                    page = backend._pages["webgpu"]._page
+                    pools.append(page.evaluate("() => window.__devicePool"))
+                    page.evaluate("() => window.__unmisuse?.()")
             loads = backend.page_loads()["webgpu"]
         finally:
             backend.close()
@@ -369,9 +407,43 @@ def test_explores_scenarios_share_a_page_and_what_one_destroys_reaches_no_other(
             for name, array in own_step.outputs.items():
                 np.testing.assert_array_equal(fresh_step.outputs[name], array)
     counts = [(p["devices"], p["spared"], p["destroyed"], p["usedAfterDestroy"]) for p in pools]
-    # the last: spared, used after, then run again with its device destroyed for real
+    # the last two: spared, misused, then run again with their device destroyed for real
     assert counts == [
-        (1, 0, 0, False), (1, 0, 0, False), (2, 1, 0, False), (2, 1, 0, False), (2, 2, 1, False)
+        (1, 0, 0, False), (1, 0, 0, False), (1, 1, 0, False), (1, 1, 0, False),
+        (2, 2, 1, False), (3, 3, 2, False),
     ]
-    assert pools[1]["reused"] > pools[0]["reused"] and pools[1]["made"] == pools[0]["made"]
-    assert pools[2]["made"] > pools[1]["made"] and pools[3]["made"] == pools[2]["made"]
+    assert pools[1]["reused"] > pools[0]["reused"]
+    assert pools[0]["made"] == pools[1]["made"] == pools[2]["made"] == pools[3]["made"]
+    assert pools[4]["made"] > pools[3]["made"]  # the new device compiles everything again
+
+
+@pytest.mark.browser
+def test_a_trap_in_an_explored_scenario_ends_its_instance_not_the_page(tmp_path):
+    """A scenario that traps onnxruntime-web's wasm (1.30.0's jspi build: a capture session's
+    graph 0 after its graph 1 and another session's run, "unreachable") leaves that instance
+    dead, not the page: explore's next scenario runs on a new instance in the same page, its
+    leases retired (devicepool.js), and gives, bit for bit, what it gave before the trap."""
+    from runner.backends import open_backend
+    from runner.backends.base import BackendOptions
+    from runner.matrix import ScenarioTarget
+    from runner.oracle import ReferenceCache
+    from runner.step import Step
+
+    path = tmp_path / "s.yaml"
+    path.write_text(TRAPS)
+    suite = load_suite(path, REGISTRY)
+    plain, traps = (ScenarioTarget(suite, s, suite.backends[0]) for s in suite.scenarios)
+    options = BackendOptions(fresh_sequences=True)
+    step = Step(ReferenceCache(None).references, options)
+    backend = open_backend("ort-web", options)
+    try:
+        before, trapped, after = (step.run(item, backend) for item in (plain, traps, plain))
+        loads = backend.page_loads()["jspi"]
+    finally:
+        backend.close()
+    assert (trapped.run.status, trapped.run.message) == ("error", "unreachable")
+    assert loads == 1
+    assert before.judgement.verdicts == after.judgement.verdicts == {"pass"}
+    for earlier, later in zip(before.run.steps, after.run.steps, strict=True):
+        for name, array in earlier.outputs.items():
+            np.testing.assert_array_equal(later.outputs[name], array)

@@ -1,7 +1,8 @@
 """One browser page per onnxruntime-web bundle, reused across cases.
 
 A page is (re)opened only when it must be: first use, after a crash, a lost WebGPU device, a
-wasm abort, a capture that threw inside onnxruntime-web or a case that timed out. Each open costs
+wasm abort or a capture that threw inside onnxruntime-web (unless the next case runs on a new
+instance of the bundle anyway: explore's scenarios), or a case that timed out. Each open costs
 a page load, the bundle's wasm (compiled by the first page of a browser, taken from Chromium's
 code cache by later ones) and its WebGPU programs; the per-case path is one protocol call that
 runs the case in the page and returns its result.
@@ -108,7 +109,9 @@ class BundlePage:
                 if self._ran:
                     self._afresh()
                 spec = {**spec, "realDestroys": real_destroys}
-                result = self._evaluate("harness.scenario", spec, timeout_s, pooled=True)
+                result = self._evaluate(
+                    "harness.scenario", spec, timeout_s, pooled=True, instance_ends=True
+                )
                 if not result.get("usedAfterDestroy"):
                     break
             return result
@@ -132,10 +135,16 @@ class BundlePage:
         self.close()
 
     def _evaluate(
-        self, function: str, spec: dict[str, Any], timeout_s: float, pooled: bool
+        self,
+        function: str,
+        spec: dict[str, Any],
+        timeout_s: float,
+        pooled: bool,
+        instance_ends: bool = False,
     ) -> dict[str, Any]:
         """`function(spec, ms)` in the page (`pooled`: with its device pool enabled), killing
-        its renderer if it outlives `timeout_s`."""
+        its renderer if it outlives `timeout_s`. `instance_ends`: what runs next runs on a new
+        instance of the bundle, so one this breaks is not a reason to load the page again."""
         page = self._load(pooled)
         self._ran = True
         killed = threading.Event()
@@ -162,9 +171,11 @@ class BundlePage:
         if result["status"] == "timeout":
             self.close()
             raise CaseTimedOut(_timed_out(timeout_s, "the page was closed"))
-        # The device or ORT's wasm is gone, or a capture threw inside ORT (later sessions in the
-        # page then fail too): a fresh page for the next case.
-        if result.get("deviceLost") or result.get("aborted") or result.get("captureThrew"):
+        # The device or ORT's wasm is gone, or a capture threw inside ORT (later sessions of the
+        # instance then fail too): a fresh page for the next case, but where only the instance
+        # is broken and the next case runs on a new one (its leases retired, devicepool.js).
+        broken = result.get("aborted") or result.get("captureThrew")
+        if result.get("deviceLost") or (broken and not instance_ends):
             self.close()
         return result
 

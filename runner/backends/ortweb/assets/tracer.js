@@ -183,31 +183,19 @@
     return original.apply(this, args);
   });
 
-  // Errors: uncaptured WebGPU errors and device loss on every device the page asks for (once
-  // each: explore's device pool, devicepool.js, answers many requests with one device, each
-  // with a `lost` of its own).
-  const watched = new WeakSet();
-  const watchLost = (device) => {
-    const {lost} = device;
-    if (watched.has(lost)) {
-      return;
-    }
-    watched.add(lost);
-    lost.then((info) => {
-      lostOnes.add(lost);
-      if (info.reason !== 'destroyed') {
-        tracer.deviceLost = info.message || String(info.reason);
-        tracer.errors.push(`WebGPU device lost: ${tracer.deviceLost}`);
-      }
-    });
-  };
+  // Errors: uncaptured WebGPU errors and device loss on every device the page asks for (in
+  // explore's device pool, devicepool.js, a lease of a pooled device: its own `lost`, and
+  // listeners that leave with the lease).
   wrap(GPUAdapter.prototype, 'requestDevice', function (original, args) {
     return original.apply(this, args).then((device) => {
-      watchLost(device);
-      if (watched.has(device)) {
-        return device;
-      }
-      watched.add(device);
+      const {lost} = device;
+      lost.then((info) => {
+        lostOnes.add(lost);
+        if (info.reason !== 'destroyed') {
+          tracer.deviceLost = info.message || String(info.reason);
+          tracer.errors.push(`WebGPU device lost: ${tracer.deviceLost}`);
+        }
+      });
       device.addEventListener('uncapturederror', (event) => {
         tracer.errors.push(`WebGPU uncaptured error: ${event.error.message}`);
       });
