@@ -99,10 +99,11 @@ class BundlePage:
         independent and each one it writes fails the same way under ``run``. A page that
         `renews` imports a new instance of the bundle for it (``_afresh``) on the device pool's
         devices, where a destroy during the steps ends the instance's lease of its device
-        (devicepool.js); a scenario that used a device after destroying it runs again on a new
-        instance with real destroys, as in a page of its own. Any other page loads a page for it
-        without the pool, which costs about as much again as a small scenario on SwiftShader,
-        and closes it after: cases after it do not inherit what it left.
+        (devicepool.js); a scenario that used what a destroy of its ended (the device, or an
+        object made on it) runs again on a new instance with real destroys, as in a page of its
+        own, and one that traps ORT's wasm leaves the page to the next. Any other page loads a
+        page for it without the pool, which costs about as much again as a small scenario on
+        SwiftShader, and closes it after: cases after it do not inherit what it left.
         Returns its result, or raises CaseTimedOut or PageBroken."""
         if self._renews:
             for real_destroys in (False, True):
