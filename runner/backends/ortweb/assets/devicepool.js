@@ -66,22 +66,21 @@
   // passes a pooled object the lease did not get (another lease's, e.g. from a program cache that
   // outlived its device's destroy) or that comes through an ended lease would fail or do nothing
   // on a destroyed device in a page of its own: the pool says so (`usedAfterDestroy`).
-  const pooled = new WeakSet(); // every object made or got through a lease
-  const ownerOf = new WeakMap(); // buffer, encoder, pass, command buffer -> the lease it came from
+  // every object made or got through a lease -> the lease that last made or got it (an instance
+  // has one live lease of a device at a time, and the device's made-once objects are its own)
+  const ownerOf = new WeakMap();
   const foreign = (lease, value, depth) => {
     if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value) || value instanceof ArrayBuffer) {
       return false;
     }
-    if (pooled.has(value)) {
-      return !lease.objects.has(value);
+    if (ownerOf.has(value)) {
+      return ownerOf.get(value) !== lease;
     }
     const plain = Array.isArray(value) || Object.getPrototypeOf(value) === Object.prototype;
     return plain && depth < 3 && Object.values(value).some((item) => foreign(lease, item, depth + 1));
   };
   const adopt = (lease, object) => {
     if (object !== null && typeof object === 'object') {
-      pooled.add(object);
-      lease.objects.add(object);
       ownerOf.set(object, lease);
       if (object instanceof GPUBuffer) {
         lease.buffers.add(object);
@@ -178,8 +177,8 @@
       resolve = settle;
     });
     const current = {
-      device: null, lost, resolve, ended: false, buffers: new Set(), objects: new WeakSet(),
-      listeners: [], handler: null, scopes: 0,
+      device: null, lost, resolve, ended: false, buffers: new Set(), listeners: [], handler: null,
+      scopes: 0,
     };
     record.lease = current;
     const device = (current.device = await record.device);
