@@ -127,7 +127,8 @@ def runner_run(session: nox.Session, *args: str) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite. Extra arguments go to pytest (e.g. -m 'not browser')."""
+    """The test suite, but for the tests marked slow. Extra arguments go to pytest (-m slow: those;
+    -m 'not browser and not slow': without a browser)."""
     install_system_packages(session)
     install_project(session, ".[test]")
     session.run("pytest", *session.posargs)

@@ -184,6 +184,7 @@ def _written_runs(finding) -> list[str]:
 
 
 @pytest.mark.gpu
+@pytest.mark.slow
 def test_a_failure_is_shrunk_where_every_scenario_takes_ten_seconds(
     suite_file, tmp_path, monkeypatch
 ):
@@ -197,6 +198,7 @@ def test_a_failure_is_shrunk_where_every_scenario_takes_ten_seconds(
 
 
 @pytest.mark.gpu
+@pytest.mark.slow
 def test_a_finding_the_budget_cut_short_is_said_so_and_shrinks_further_on_a_rerun(
     suite_file, tmp_path, monkeypatch
 ):

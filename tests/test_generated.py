@@ -176,8 +176,9 @@ def _explore(tmp_path: Path, *args: str, budget: str = "40s") -> tuple[int, str]
     ("fault", "verdict", "most_nodes"),
     [
         ("program-key-without-attribute", "reference-mismatch", 3),
-        ("program-key-without-rank", "reference-mismatch", 3),
-        ("shape-only-capture-cache", "stale-layout", 1),
+        # the same search for the other two faults (50 s each; the fault tests above fire both)
+        pytest.param("program-key-without-rank", "reference-mismatch", 3, marks=pytest.mark.slow),
+        pytest.param("shape-only-capture-cache", "stale-layout", 1, marks=pytest.mark.slow),
     ],
 )
 def test_explore_finds_each_program_key_canary_shrunk_and_reproducible(
@@ -203,6 +204,7 @@ def test_explore_finds_each_program_key_canary_shrunk_and_reproducible(
 
 
 @pytest.mark.gpu
+@pytest.mark.slow
 def test_two_bugs_of_one_verdict_are_both_found_apart_by_their_ops(tmp_path):
     """Two faults failing alike (``reference-mismatch`` at eager): the row mean that skips its
     first element and the program key without attributes. The first found (a reduction) passes

@@ -258,7 +258,6 @@ def test_scenarios_run_their_steps_on_onnxruntimes_cpu_ep(write_suite, tmp_path)
 
 
 @pytest.mark.pypi
-@pytest.mark.slow
 def test_each_version_installs_apart_and_runs_in_a_child_of_its_own(tmp_path, monkeypatch):
     """The versions axis for real: onnxruntime 1.31.1 (not the runner's own) with the plugin,
     installed by pip into the cache, imported only by the child that runs that version."""

@@ -341,7 +341,6 @@ def packaged_llm_suite(mirror: Path, tmp_path: Path, package: str, data: bytes, 
     return suite
 
 
-@pytest.mark.slow
 @pytest.mark.gpu
 def test_a_packaged_gguf_llm_is_built_by_genai_and_decodes_under_capture(mirror, tmp_path):
     """`export: genai-webgpu-fp32`: a GGUF causal LM becomes what onnxruntime-genai's builder

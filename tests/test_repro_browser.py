@@ -235,6 +235,7 @@ def test_a_scenario_bundle_replays_an_injected_stale_replay_in_chromium(write_su
     assert all(u.startswith(url) or u.startswith("data:") for u in asked), asked
 
 
+@pytest.mark.slow  # 90 s; tests/test_repro_wgpu.py bundles a decoder on wgpu
 def test_a_decoder_bundle_replays_the_suites_loop_in_chromium(tmp_path):
     """A decoder's bundle (``deviceCache``) runs its loop as the suite's page does (feeds.mjs):
     the eager loop's prefill at the prompt's length, its caches fed back from its outputs, passes

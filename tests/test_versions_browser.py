@@ -106,6 +106,7 @@ def test_concurrent_installs_of_one_version_leave_one_complete_folder(tmp_path):
     assert json.loads(manifest.read_text())["version"] == "1.22.0"
 
 
+@pytest.mark.slow  # 80 s; tests/test_versions.py and test_selection.py test bisect on wgpu
 def test_bisect_finds_where_a_capture_refusal_ends(write_suite, tmp_path):
     suite = write_suite(SUITE.format(versions="'1.30.0'", builds="webgpu"))
     out = tmp_path / "bisect"
