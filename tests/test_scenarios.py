@@ -409,8 +409,12 @@ def test_explores_scenarios_share_a_page_and_what_one_destroys_reaches_no_other(
     counts = [(p["devices"], p["spared"], p["destroyed"], p["usedAfterDestroy"]) for p in pools]
     # the last two: spared, misused, then run again with their device destroyed for real
     assert counts == [
-        (1, 0, 0, False), (1, 0, 0, False), (1, 1, 0, False), (1, 1, 0, False),
-        (2, 2, 1, False), (3, 3, 2, False),
+        (1, 0, 0, False),
+        (1, 0, 0, False),
+        (1, 1, 0, False),
+        (1, 1, 0, False),
+        (2, 2, 1, False),
+        (3, 3, 2, False),
     ]
     assert pools[1]["reused"] > pools[0]["reused"]
     assert pools[0]["made"] == pools[1]["made"] == pools[2]["made"] == pools[3]["made"]
