@@ -140,8 +140,9 @@ class Step:
         except Exception as exc:  # a model or input that cannot be built fails this case only
             return _unrun(case, _failed_run(exc), began)
         references, no_reference = self._references(workload)
-        run = backend.run(CaseWork(case, workload))
         feeds = workload.feeds(self._options.runs)
+        references = {v: workload.defined(v, outputs) for v, outputs in references.items()}
+        run = _defined(backend.run(CaseWork(case, workload)), workload, feeds)
         judgement = judge(
             Evidence(
                 case,
@@ -223,6 +224,17 @@ def judged_scenario(scenario: Scenario, tolerance: Tolerance) -> ScenarioJudged:
         scenario.expectation.expect,
         tolerance,
     )
+
+
+def _defined(run: BackendRun, workload: Workload, feeds: tuple[Feed, ...]) -> BackendRun:
+    """`run` with each run's outputs as far as the model defines them (``Workload.defined``)."""
+    if workload.device_cache is None:
+        return run
+    runs = tuple(
+        workload.defined(feeds[i].variant, outputs) if i < len(feeds) else outputs
+        for i, outputs in enumerate(run.runs)
+    )
+    return dataclasses.replace(run, runs=runs)
 
 
 def _unrun(case: Case, why: BackendRun, began: float) -> Stepped:

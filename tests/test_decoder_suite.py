@@ -20,6 +20,7 @@ from runner.errors import InvalidInput
 from runner.matrix import expand_matrix
 from runner.oracle import ReferenceCache
 from runner.schedule import BASE, PREFILL_DRAW
+from runner.step import Step
 from runner.suite import load_suite
 from runner.suite.spec import DecoderParams, EncoderParams
 from runner.workload import materialize
@@ -512,3 +513,39 @@ def test_a_real_prompts_ids_are_the_prefill_and_one_past_the_vocabulary_is_refus
         f"{refused}:5:28: token id 96 of model 'llama-prompted''s prompt; expected ids below "
         "its vocabulary (96)"
     )
+
+
+class _CacheTail:
+    """wgpu, with every run's present caches overwritten from position `start(length)` on, where
+    `length` is the run's sequence length: what onnxruntime-web 1.29.0's GroupQueryAttention
+    leaves there (another kernel's leftovers) when `start` is the length itself."""
+
+    def __init__(self, start):
+        self._backend = WgpuBackend(BackendOptions())
+        self._start = start
+
+    def run(self, work):
+        run = self._backend.run(work)
+        runs = []
+        for feed, outputs in zip(work.workload.schedule, run.runs):
+            length = int(work.workload.inputs_of(feed.variant)["attention_mask"].sum())
+            outputs = dict(outputs)
+            for name in work.workload.in_place:
+                outputs[name] = outputs[name].copy()
+                outputs[name][:, :, self._start(length) :] = 7.0
+            runs.append(outputs)
+        return dataclasses.replace(run, runs=tuple(runs))
+
+
+@pytest.mark.gpu
+def test_cache_positions_past_the_sequence_are_not_judged():
+    """No step reads a present cache's positions past its sequence (onnxruntime CPU leaves zeros
+    there, 1.29.0's C++ EP leftovers): a backend writing anything there passes; one that
+    overwrites the last position written fails on the cache."""
+    step = Step(ReferenceCache(None).references, BackendOptions())
+    case = decoder_case("llama-tiny", "eager")
+    assert step.run(case, _CacheTail(lambda length: length)).judgement.verdict == "pass"
+    wrong = step.run(case, _CacheTail(lambda length: length - 1)).judgement
+    assert wrong.verdict == "reference-mismatch", wrong
+    # one position: 2 KV heads of 16
+    assert "on 'present." in wrong.message and ": 32/512 elements" in wrong.message, wrong

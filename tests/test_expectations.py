@@ -193,11 +193,13 @@ def test_a_scenario_rule_is_checked_at_its_line(write_suite, rule, message):
 # expectation written for one build or version held on another, or none was written (16
 # unexpected results, 2026-12-02, onnxruntime-web 1.30.0, SwiftShader): each now expects what
 # the build did, and nothing written for 1.24.3 or 1.27.0 holds on the pinned version.
-DECODER = "batch_size=1,sequence_length=1,total_sequence_length=16,past_sequence_length=16"
+GENAI_TINY = (
+    "batch_size=1,sequence_length=1,total_sequence_length=9,past_sequence_length=9,"
+    "kv_cache_dim=16"
+)
 RETARGETED_ORT_WEB = {
-    f"llama-tiny-node-order/{DECODER}/layout=default/ort-web:jsep/eager": "error",
-    f"llama-tiny-node-order/{DECODER}/layout=seq,head_dim,heads,scale/ort-web:jsep/eager": "error",
-    f"llama-tiny-device-prefill/{DECODER}/layout=default/ort-web:jsep/eager": "error",
+    f"genai-tiny-llama-prompt-8/{GENAI_TINY}/layout=default/ort-web:jsep/eager": "error",
+    f"genai-tiny-llama-prompt-4/{GENAI_TINY}/layout=default/ort-web:jsep/eager": "error",
     "scenario=graph1-first-then-graph0-1.24/ort-web:jsep": "error",
     "scenario=graph1-first-then-graph0-1.24/ort-web:webgpu": "pass",  # wrong-graph on 1.24.3
     "scenario=graph1-first-then-graph0-1.24/ort-web:jspi": "pass",

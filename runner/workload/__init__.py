@@ -89,6 +89,26 @@ class Workload:
         """Every variant the runs use, BASE first (what the oracle computes)."""
         return {BASE: self.inputs, **self.variants}
 
+    def defined(self, variant: Variant, outputs: Mapping[str, np.ndarray]) -> dict:
+        """`outputs` of a run of `variant` as far as the model defines them, the rest zeroed: a
+        decoder's present KV caches hold the sequence's positions (its attention mask's ones),
+        and GroupQueryAttention leaves every later position to whatever its buffer held
+        (onnxruntime-web 1.29.0's C++ EP, eager: another kernel's leftovers; onnxruntime CPU:
+        zeros). No step reads them, so no side is judged on them."""
+        defined = dict(outputs)
+        mask = self.inputs_of(variant).get("attention_mask")
+        if self.device_cache is None or mask is None:
+            return defined
+        lengths = np.asarray(mask).reshape(len(mask), -1).sum(axis=1)
+        for name in self.in_place:  # the present caches: [batch, kv heads, positions, head]
+            cache = np.asarray(defined.get(name))
+            if cache.ndim == 4 and len(cache) == len(lengths):
+                cache = cache.copy()
+                for row, length in enumerate(lengths):
+                    cache[row, :, int(length) :] = 0
+                defined[name] = cache
+        return defined
+
     @property
     def model_digest(self) -> str:
         """sha256 of the model bytes: results record it, so that ``repro`` can tell whether

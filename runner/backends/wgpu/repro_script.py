@@ -116,7 +116,7 @@ def _run(device: Device, session: Session, session_for, step, faults, workload, 
         before = device.counters.snapshot()
         if feed is not None and feed.prefill:
             prefill = session_for(inputs, decoder.shape_of(feed.variant), "prefill")
-            outputs.append(prefill.run_eager(inputs)[0])
+            outputs.append(decoder.defined(feed.variant, prefill.run_eager(inputs)[0]))
             cache.prefilled(feed, prefill)
             continue
         records = graph not in captures
@@ -133,7 +133,7 @@ def _run(device: Device, session: Session, session_for, step, faults, workload, 
             after = device.counters.snapshot()
             replays["bindGroups"] += after[0] - before[0]
             replays["uniformWrites"] += after[1] - before[1]
-        outputs.append(run)
+        outputs.append(decoder.defined(feed.variant, run) if decoder is not None else run)
     return {"status": "ok", "runs": outputs, "replays": replays}
 
 
