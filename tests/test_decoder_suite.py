@@ -527,7 +527,7 @@ class _CacheTail:
     def run(self, work):
         run = self._backend.run(work)
         runs = []
-        for feed, outputs in zip(work.workload.schedule, run.runs):
+        for feed, outputs in zip(work.workload.schedule, run.runs, strict=True):
             length = int(work.workload.inputs_of(feed.variant)["attention_mask"].sum())
             outputs = dict(outputs)
             for name in work.workload.in_place:
