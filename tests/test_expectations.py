@@ -194,8 +194,7 @@ def test_a_scenario_rule_is_checked_at_its_line(write_suite, rule, message):
 # unexpected results, 2026-12-02, onnxruntime-web 1.30.0, SwiftShader): each now expects what
 # the build did, and nothing written for 1.24.3 or 1.27.0 holds on the pinned version.
 GENAI_TINY = (
-    "batch_size=1,sequence_length=1,total_sequence_length=9,past_sequence_length=9,"
-    "kv_cache_dim=16"
+    "batch_size=1,sequence_length=1,total_sequence_length=9,past_sequence_length=9,kv_cache_dim=16"
 )
 RETARGETED_ORT_WEB = {
     f"genai-tiny-llama-prompt-8/{GENAI_TINY}/layout=default/ort-web:jsep/eager": "error",
