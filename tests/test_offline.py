@@ -56,11 +56,11 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "resolved when its cases run or are listed",
         "note: suites/bugs/ort-29273-cpp-capture-1.24.yaml:22:15: ort-web version '1.24.3' was "
         "not checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-gqa-prefill-1.27.yaml:29:15: ort-web version '1.24.3' was not "
+        "note: suites/bugs/ort-gqa-prefill-1.27.yaml:30:15: ort-web version '1.24.3' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-gqa-prefill-1.27.yaml:29:25: ort-web version '1.27.0' was not "
+        "note: suites/bugs/ort-gqa-prefill-1.27.yaml:30:25: ort-web version '1.27.0' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-gqa-prefill-1.27.yaml:29:35: ort-web version '1.29.0' was not "
+        "note: suites/bugs/ort-gqa-prefill-1.27.yaml:30:35: ort-web version '1.29.0' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
         "note: suites/bugs/ort-graph-ids-1.24.yaml:22:15: ort-web version '1.24.3' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
