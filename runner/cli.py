@@ -8,7 +8,6 @@ selected; 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 from collections.abc import Sequence
@@ -540,9 +539,11 @@ def _fetched_case(selection: Selection, case_id: str):
     the id a report shows names it on a machine that has not fetched it yet."""
     from runner.pipeline import fetch_packages
 
-    model = dataclasses.replace(selection, filters=(f"model={case_id.split('/', 1)[0]}",))
-    fetch_packages(select(model, console.print), console.print)
-    return find_case(load(selection), case_id)
+    suites = load(selection)
+    model = case_id.split("/", 1)[0]  # the cases as declared: no registry asked
+    if fetch_packages([c for c in declared_cases(suites) if c.model.name == model], console.print):
+        suites = load(selection)
+    return find_case(suites, case_id)
 
 
 def cmd_bisect(args: argparse.Namespace) -> ExitCode:

@@ -100,10 +100,9 @@ class Workload:
         if self.device_cache is None or mask is None:
             return defined
         lengths = np.asarray(mask).reshape(len(mask), -1).sum(axis=1)
-        for name in self.in_place:  # the present caches: [batch, kv heads, positions, head]
-            cache = np.asarray(defined.get(name))
+        for name in self.in_place.keys() & defined.keys():  # the present caches
+            cache = np.array(defined[name])  # a copy: [batch, kv heads, positions, head]
             if cache.ndim == 4 and len(cache) == len(lengths):
-                cache = cache.copy()
                 for row, length in enumerate(lengths):
                     cache[row, :, int(length) :] = 0
                 defined[name] = cache
