@@ -297,7 +297,7 @@ def test_loading_the_bundled_suites_starts_no_process_and_opens_no_connection(mo
     monkeypatch.setattr(subprocess.Popen, "__init__", forbidden)
     monkeypatch.setattr(socket.socket, "connect", forbidden)
     suites = load_suites([REPO / "suites"], REGISTRY)
-    assert len(suites) == 23
+    assert len(suites) == 25
 
 
 def test_the_command_line_parses_and_selection_selects():

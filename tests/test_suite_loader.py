@@ -321,6 +321,7 @@ def test_buffer_modes_graphs_and_modes_are_checked(write_suite):
         buffers: {inputs: reuse}
         models:
           enc: {builtin: encoder, graphs: 0, buffers: {}}
+          enc2: {builtin: encoder, buffers: {allocator: wasm}}
         shapes:
           - {batch: 1, sequence: 8}
         backends: [wgpu]
@@ -335,6 +336,7 @@ def test_buffer_modes_graphs_and_modes_are_checked(write_suite):
         f"{path}:3:47: {{}} should be non-empty; expected How a capture case hands its inputs "
         "and outputs to the backend, run after run (on a suite, a model or a `cases:` rule; the "
         "most specific wins, key by key). Every run gets new inputs either way.",
-        f'{path}:7:20: "replay" is not allowed here; expected one of dynamic, eager, capture',
-        f"{path}:10:31: unknown key 'keep'; expected one of inputs, outputs",
+        f'{path}:4:49: "wasm" is not allowed here; expected one of page, onnxruntime',
+        f'{path}:8:20: "replay" is not allowed here; expected one of dynamic, eager, capture',
+        f"{path}:11:31: unknown key 'keep'; expected one of allocator, inputs, outputs",
     ]

@@ -12,6 +12,7 @@ the bundle, so that ``--force`` replaces exactly a previous bundle's files.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -254,7 +255,7 @@ def _step(case: Case, workload: str) -> dict[str, Any]:
         "mode": mode,
         "faults": sorted(case.inject),
         "reuse": None,
-        "buffers": {"inputs": case.buffers.inputs, "outputs": case.buffers.outputs},
+        "buffers": dataclasses.asdict(case.buffers),
         "graphs": case.graphs,
     }
 

@@ -268,4 +268,9 @@ def describe_feeding(case: Case, feeds: Sequence[Feed]) -> str:
             "fresh": "a new pre-allocated output buffer passed as fetches every run",
         }[case.buffers.outputs]
         text += f" The judged capture session takes its inputs {inputs}, with {outputs}."
+        if case.buffers.allocator == "onnxruntime" and case.backend.name == "ort-web":
+            text += (
+                " Those GPU buffers are onnxruntime-web's own: outputs of a run of another "
+                "session (a Relu over zeros), kept while the judged session lives."
+            )
     return text

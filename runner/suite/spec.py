@@ -309,10 +309,15 @@ OUTPUT_BUFFER_MODES = ("none", "rewrite", "fresh")
 class BufferModes:
     """A suite's ``buffers:``: ``rewrite`` keeps one GPU buffer per input (per output) and writes
     each run's data into it, as the #29594 reporter does; ``fresh`` hands a new GPU buffer to
-    every run; outputs ``none`` let the backend allocate them (no pre-allocated outputs)."""
+    every run; outputs ``none`` let the backend allocate them (no pre-allocated outputs).
+    ``allocator`` says who makes those buffers on ort-web: the page (``GPUDevice.createBuffer``,
+    as applications do) or onnxruntime-web itself (outputs of a session of the page's, kept),
+    which the C++ builds' replays of pre-allocated outputs need
+    (suites/bugs/ort-prealloc-handle.yaml)."""
 
     inputs: str = "rewrite"
     outputs: str = "none"
+    allocator: str = "page"
 
     @property
     def label(self) -> str:

@@ -12,6 +12,7 @@ stops all of it.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import tempfile
 import time
@@ -389,7 +390,7 @@ class OrtWebBackend:
             "schedule": [[f.graph, variants.index(f.variant), f.prefill] for f in feeds],
             "graphs": case.graphs,
             "outputNames": list(workload.output_names),
-            "buffers": {"inputs": case.buffers.inputs, "outputs": case.buffers.outputs},
+            "buffers": dataclasses.asdict(case.buffers),
             "reuseSession": case.revisit,
             "keepSession": case.revisited,
             "faults": sorted(case.inject & DESCRIPTOR.faults.keys()),

@@ -54,31 +54,61 @@ export const loadModule = async (url) => {
 export const byteLength = (tensor) =>
   tensor.dims.reduce((a, b) => a * b, 1) * TYPED_ARRAYS[tensor.type].BYTES_PER_ELEMENT;
 
-/** Releases a session and destroys the GPU buffers made for it, even if ORT throws. */
+/**
+ * Releases a session and the GPU buffers made for it, even if ORT throws: destroys the page's,
+ * disposes the tensors that hold onnxruntime's.
+ */
 export const releaseEntry = async (entry) => {
   try {
     await entry.session.release();
   } finally {
     entry.buffers.splice(0).forEach((buffer) => buffer.destroy());
+    entry.tensors.splice(0).forEach((tensor) => tensor.dispose());
   }
 };
 
 /**
  * The feeding of sessions on onnxruntime-web module `ort`, with faults.js's API `faults` (or
  * none) told of every capture graph's input buffers. A session's `entry` holds its graphs'
- * buffers (`graphs`) and every GPU buffer made for it (`buffers`, destroyed with it). A `spec`
- * says the case: mode, inputs and outputNames, buffers, graphs, sessionName, and where they
- * apply, pre-allocated outputs, inPlace, swapped, deviceCache, prefillInputs and prefillOutputs.
+ * buffers (`graphs`) and every GPU buffer made for it (`buffers`, destroyed with it; `tensors`,
+ * onnxruntime's outputs holding its own buffers, disposed with it). A `spec` says the case: mode,
+ * inputs and outputNames, buffers, graphs, sessionName, and where they apply, pre-allocated
+ * outputs, inPlace, swapped, deviceCache, prefillInputs and prefillOutputs. `contextModel()`: the
+ * bytes of the page's own model (context.py's), which allocates buffers for allocator
+ * 'onnxruntime'; `release()` releases that session.
  */
-export const feeder = (ort, faults) => {
-  /** A GPU buffer on ORT's device for a tensor of `bytes` bytes, kept with the session entry. */
-  const gpuBuffer = (entry, bytes) => {
-    const buffer = ort.env.webgpu.device.createBuffer({
-      size: Math.ceil(bytes / 16) * 16 || 16,
-      usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
-    });
-    entry.buffers.push(buffer);
-    return buffer;
+export const feeder = (ort, faults, contextModel) => {
+  let allocator = null; // a session of the context model, made at the first buffer it allocates
+
+  /**
+   * A GPU buffer on ORT's device for a tensor of `bytes` bytes, kept with the session entry: the
+   * page's (`GPUDevice.createBuffer`), or with `spec.buffers.allocator` 'onnxruntime' the output
+   * of a run of the page's own session, its tensor kept. The C++ builds' replay takes a
+   * pre-allocated output for one of onnxruntime's and looks its buffer up by the handle the
+   * binding run registered, which that run released again, unless onnxruntime allocated the buffer
+   * (suites/bugs/ort-prealloc-handle.yaml).
+   */
+  const gpuBuffer = async (entry, spec, bytes) => {
+    const size = Math.ceil(bytes / 16) * 16 || 16;
+    if (spec.buffers.allocator !== 'onnxruntime') {
+      const buffer = ort.env.webgpu.device.createBuffer({
+        size,
+        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
+      });
+      entry.buffers.push(buffer);
+      return buffer;
+    }
+    allocator ||= await ort.InferenceSession.create(
+      await contextModel(), {executionProviders: [{name: 'webgpu'}], preferredOutputLocation: 'gpu-buffer'});
+    const {y} = await allocator.run({x: new ort.Tensor('float32', new Float32Array(size / 4), [size / 4])});
+    entry.tensors.push(y);
+    return y.gpuBuffer;
+  };
+
+  const release = async () => {
+    const session = allocator;
+    allocator = null;
+    await session?.release();
   };
 
   const writeInput = (buffer, bytes) => {
@@ -103,16 +133,25 @@ export const feeder = (ort, faults) => {
     }
   };
 
+  /** A GPU buffer for each of `tensors` (name, type, dims), made one after another. */
+  const buffersFor = async (entry, spec, tensors) => {
+    const buffers = [];
+    for (const tensor of tensors) {
+      buffers.push(await gpuBuffer(entry, spec, byteLength(tensor)));
+    }
+    return buffers;
+  };
+
   /** GPU tensors over `buffers`, one per input of `inputs` (the case's, by default). */
   const feedsOver = (spec, buffers, inputs = spec.inputs) => Object.fromEntries(inputs.map(
     (input, i) => [input.name, ort.Tensor.fromGpuBuffer(buffers[i], {dataType: input.type, dims: input.dims})]));
 
   /** Pre-allocated GPU tensors for `outputs` and their readers: [fetches, readers]. */
-  const outputsOver = (entry, outputs) => {
+  const outputsOver = async (entry, spec, outputs) => {
     const fetches = {};
     const readers = {};
     for (const output of outputs) {
-      const buffer = gpuBuffer(entry, byteLength(output));
+      const buffer = await gpuBuffer(entry, spec, byteLength(output));
       readers[output.name] = reader(buffer, output);
       fetches[output.name] = ort.Tensor.fromGpuBuffer(
         buffer, {dataType: output.type, dims: output.dims, download: readers[output.name]});
@@ -144,19 +183,22 @@ export const feeder = (ort, faults) => {
    * buffer for every input an output is written into: the graph's runs alternate between the two
    * sides (`held`, `held.swap`), each writing its outputs into the buffers the other side reads.
    */
-  const graphTensors = (entry, spec, graph) => {
+  const graphTensors = async (entry, spec, graph) => {
     const known = entry.graphs.get(graph);
     const held = {...known};
     if (!known || spec.buffers.inputs === 'fresh') {
-      const buffers = spec.inputs.map((input) => gpuBuffer(entry, byteLength(input)));
+      const buffers = await buffersFor(entry, spec, spec.inputs);
       faults?.inputs(spec.sessionName, graph, buffers, spec.inputs.map((input) => input.name));
       held.inputBuffers = buffers;
       held.feeds = feedsOver(spec, buffers);
       [held.inPlace, held.inPlaceReaders] = inPlaceOver(spec, buffers);
       if (spec.swapped) {
         const written = new Set(Object.values(spec.inPlace));
-        const other = buffers.map((buffer, i) => (written.has(spec.inputs[i].name)
-          ? gpuBuffer(entry, byteLength(spec.inputs[i])) : buffer));
+        const other = [];
+        for (const [i, buffer] of buffers.entries()) {
+          other.push(written.has(spec.inputs[i].name)
+            ? await gpuBuffer(entry, spec, byteLength(spec.inputs[i])) : buffer);
+        }
         [held.inPlace, held.inPlaceReaders] = inPlaceOver(spec, other);
         const [inPlace, inPlaceReaders] = inPlaceOver(spec, buffers);
         held.swap = {inputBuffers: other, feeds: feedsOver(spec, other), inPlace, inPlaceReaders};
@@ -165,8 +207,8 @@ export const feeder = (ort, faults) => {
     }
     if (spec.outputs && (!known || spec.buffers.outputs === 'fresh')) {
       // The harness reads the buffers itself: getData would turn a kept tensor into a CPU one.
-      [held.fetches, held.readers] = outputsOver(
-        entry, spec.outputs.filter((o) => !(spec.inPlace || {})[o.name]));
+      [held.fetches, held.readers] = await outputsOver(
+        entry, spec, spec.outputs.filter((o) => !(spec.inPlace || {})[o.name]));
     }
     entry.graphs.set(graph, held);
     return held;
@@ -199,11 +241,11 @@ export const feeder = (ort, faults) => {
    * leaves that buffer as it is (a decoder's KV cache), `clearFrom` zeroes the positions of those
    * caches from that length on (a rewind).
    */
-  const runArguments = (entry, spec, graph, bytes, clearFrom) => {
+  const runArguments = async (entry, spec, graph, bytes, clearFrom) => {
     if (spec.mode !== 'capture') {
       return {feeds: cpuFeeds(spec.inputs, bytes), fetches: spec.outputNames};
     }
-    const held = graphTensors(entry, spec, graph);
+    const held = await graphTensors(entry, spec, graph);
     const side = held.swap && held.turn++ % 2 ? held.swap : held; // swapped: every other run
     side.inputBuffers.forEach((buffer, i) => {
       if (bytes[i]) {
@@ -236,17 +278,17 @@ export const feeder = (ort, faults) => {
    * runs its prompt) its KV caches are the graph's GPU buffers that its first decode step reads,
    * zeroed by `bytes` and written in place, so that step starts from the caches the device wrote.
    */
-  const prefillArguments = (entry, spec, graph, bytes) => {
+  const prefillArguments = async (entry, spec, graph, bytes) => {
     if (spec.mode !== 'capture') {
       return {feeds: cpuFeeds(spec.prefillInputs, bytes), fetches: spec.outputNames};
     }
     // A capture session takes GPU buffers only, a run outside capture too (measured on 1.30.0):
     // the prompt's own inputs and outputs get buffers of the graph's, made once.
-    const held = graphTensors(entry, spec, graph);
+    const held = await graphTensors(entry, spec, graph);
     if (!held.prefill) {
-      const buffers = spec.prefillInputs.map((input) => gpuBuffer(entry, byteLength(input)));
+      const buffers = await buffersFor(entry, spec, spec.prefillInputs);
       const outputs = spec.prefillOutputs.filter((o) => !spec.inPlace[o.name]);
-      const [fetches, readers] = outputsOver(entry, outputs);
+      const [fetches, readers] = await outputsOver(entry, spec, outputs);
       held.prefill = {buffers, feeds: feedsOver(spec, buffers, spec.prefillInputs), fetches, readers};
     }
     const reads = held.swap && held.turn % 2 ? held.swap : held; // what the next decode step reads
@@ -301,14 +343,14 @@ export const feeder = (ort, faults) => {
    * `previous` is the graph's last run's outputs by name (what an eager run is fed its caches
    * from; capture keeps them in the graph's buffers).
    */
-  const scheduledRun = (entry, spec, [graph, variant, prefill], bytes, previous) => {
+  const scheduledRun = async (entry, spec, [graph, variant, prefill], bytes, previous) => {
     const clearFrom = spec.deviceCache && spec.deviceCache.rewinds[variant];
     const carried = spec.deviceCache ? carriedBytes(spec, bytes, previous, clearFrom) : bytes;
-    const args = prefill
+    const args = await (prefill
       ? prefillArguments(entry, spec, graph, carried)
-      : runArguments(entry, spec, graph, carried, clearFrom);
+      : runArguments(entry, spec, graph, carried, clearFrom));
     return {...args, options: args.options || (spec.graphs > 1 ? {extra: {gpu_graph_id: String(graph)}} : null)};
   };
 
-  return {runArguments, scheduledRun};
+  return {runArguments, scheduledRun, release};
 };

@@ -117,7 +117,7 @@ const createSession = async (spec) => {
     const status = creationStatus(capture, message);
     return {failed: {status, message, timings, captureThrew: capture}};
   }
-  const entry = {session, buffers: [], graphs: new Map(), sessionMs: performance.now() - start};
+  const entry = {session, buffers: [], tensors: [], graphs: new Map(), sessionMs: performance.now() - start};
   entry.sessionRecord = tracer.end();
   return {entry};
 };
@@ -154,7 +154,7 @@ const runSession = async (entry, spec) => {
     const last = i === spec.schedule.length - 1;
     const start = performance.now();
     const {feeds, fetches, readers, inputs, options} =
-      feed.scheduledRun(entry, spec, [graph, variant, prefill], variants[variant], lastRuns.get(graph));
+      await feed.scheduledRun(entry, spec, [graph, variant, prefill], variants[variant], lastRuns.get(graph));
     (inputs || []).forEach((buffer) => inputBuffers.add(tracer.bufferId(buffer)));
     tracer.begin('run', {dispatches: last});
     // a prefill is no capture run: no fault touches it, and it counts for none of the recording
@@ -333,7 +333,7 @@ const withDeadline = (job, ms) => {
 /** `module` is the onnxruntime-web the page runs from now on. */
 const use = (module) => {
   ort = module;
-  feed = feeder(ort, faults);
+  feed = feeder(ort, faults, async () => new Uint8Array(await fetchBytes(contextModelUrl)));
   ort.env.wasm.numThreads = 1; // threads need cross-origin isolation; WebGPU does the work
   ort.env.logLevel = 'error'; // ORT logs warnings with console.error
 };
@@ -366,6 +366,7 @@ window.harness = {
    */
   async renew() {
     await releaseSessions();
+    await feed.release();
     for (const tensor of liveOutputs) {
       tensor.dispose();
     }

@@ -175,7 +175,7 @@ const createSession = async (ort, workload, spec) => {
   const asString = spec.faults.includes('ep-name-as-string');
   const options = sessionOptions(workload, spec.mode, asString, spec.location);
   const session = await ort.InferenceSession.create(model, options);
-  return {session, name: spec.sessionName, graphs: new Map(), buffers: []};
+  return {session, name: spec.sessionName, graphs: new Map(), buffers: [], tensors: []};
 };
 
 /** What a failed run means: JSEP refuses a buffer it did not record with. */
@@ -234,7 +234,7 @@ const runSession = async (feed, entry, workload, spec, api) => {
     const prefill = variant.draw === PREFILL_DRAW;
     const data = await Promise.all(variant.inputs.map((input) => bytes(input.bin)));
     const {feeds, fetches, readers, options} =
-      feed.scheduledRun(entry, spec, [graph, v, prefill], data, lastRuns.get(graph));
+      await feed.scheduledRun(entry, spec, [graph, v, prefill], data, lastRuns.get(graph));
     const before = {...counts};
     api?.[prefill ? 'suspend' : 'startRun'](); // a prefill is no capture run: no fault touches it
     let results;
@@ -413,7 +413,8 @@ const main = async () => {
   if (FAULTS.length) {
     say(`injected fault(s) ${FAULTS.join(', ')}: ${faultsOn ? 'on (?faults=off turns them off)' : 'off'}`);
   }
-  const feed = feeder(ort, faultsOn ? window.__webgpuFaults : undefined);
+  const feed = feeder(
+    ort, faultsOn ? window.__webgpuFaults : undefined, async () => new Uint8Array(await bytes('context.onnx')));
   if (manifest.scenario) {
     return await judgeSteps(manifest, await runScenario(ort, feed, manifest));
   }
