@@ -386,6 +386,7 @@ def test_the_ort_web_page_imports_the_published_build_by_default(tmp_path):
         "feeds.mjs",
         "scenario.mjs",
         "context.onnx",
+        "allocator.onnx",
         "faults.js",
     )
     head = (tmp_path / "repro.mjs").read_text().splitlines()[:6]

@@ -171,7 +171,11 @@ def test_the_real_fresh_input_buffer_bug_reproduces_in_a_one_node_bundle(tmp_pat
     bundle = Path(shutil.move(made, tmp_path / "elsewhere" / "bundle"))
     manifest = json.loads((bundle / "repro.json").read_text())
     assert manifest["faults"] == [] and not (bundle / "faults.js").exists()
-    assert manifest["steps"][-1]["buffers"] == {"inputs": "fresh", "outputs": "none"}
+    assert manifest["steps"][-1]["buffers"] == {
+        "inputs": "fresh",
+        "outputs": "none",
+        "allocator": "page",
+    }
     issue = (bundle / "ISSUE.md").read_text()
     assert issue.startswith(
         "# [WebGPU] graph capture replays return an earlier run's inputs' output at "

@@ -17,7 +17,7 @@ from typing import Any
 from playwright.sync_api import BrowserContext, Error, Page
 
 from runner.backends.ortweb import browser
-from runner.backends.ortweb.context import CONTEXT_MODEL
+from runner.backends.ortweb.context import ALLOCATOR_MODEL, CONTEXT_MODEL
 from runner.backends.ortweb.server import AssetServer
 
 # Instances of the bundle a page imports (``renews``) before it is loaded again: each keeps its
@@ -65,7 +65,7 @@ class BundlePage:
         self.adapter: dict[str, Any] | None = None  # the WebGPU adapter the page saw at load
         self.lacks: list[str] = []  # what capture needs that the loaded module lacks (harness.js)
         self.sequence: Any = None  # the layout-change sequence whose sessions the page holds
-        self._context_model: str | None = None  # its server path while the page is loaded
+        self._models: list[str] = []  # its own sessions' models' server paths while loaded
 
     @property
     def is_open(self) -> bool:
@@ -205,9 +205,9 @@ class BundlePage:
                 pass  # already gone with its renderer
         self._page = None
         self.sequence = None
-        if self._context_model is not None:
-            self._server.unregister(self._context_model)
-            self._context_model = None
+        for path in self._models:
+            self._server.unregister(path)
+        self._models = []
 
     def _load(self, pooled: bool) -> Page:
         """The page, loaded within LOAD_TIMEOUT_S: past it Chromium is killed (a wedged GPU
@@ -234,7 +234,7 @@ class BundlePage:
 
         watchdog = threading.Timer(LOAD_TIMEOUT_S, kill_hung_browser)
         watchdog.start()
-        self._context_model = self._server.register(CONTEXT_MODEL)  # until close()
+        self._models = [self._server.register(m) for m in (CONTEXT_MODEL, ALLOCATOR_MODEL)]
         failure = None
         try:
             with creating:
@@ -243,10 +243,8 @@ class BundlePage:
             page.set_default_timeout((LOAD_TIMEOUT_S + KILL_GRACE_S) * 1000)  # the watchdog first
             page.goto(self._server.url("/harness.html"), wait_until="load")
             page.wait_for_function("() => window.harness !== undefined")
-            urls = [self._server.url(self._module), self._server.url(self._context_model)]
-            loaded = page.evaluate(
-                "([url, model, pooled]) => harness.load(url, model, pooled)", [*urls, pooled]
-            )
+            urls = [self._server.url(path) for path in (self._module, *self._models)]
+            loaded = page.evaluate("(args) => harness.load(...args)", [*urls, pooled])
         except Error as error:
             failure = f"failed: {error.message.splitlines()[0]}"
         finally:

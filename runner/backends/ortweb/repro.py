@@ -18,7 +18,7 @@ from typing import Any
 from runner.backends.base import ReproRequest, ReproRunner
 from runner.backends.ortweb import pyodide
 from runner.backends.ortweb.backend import ASSETS
-from runner.backends.ortweb.context import CONTEXT_MODEL
+from runner.backends.ortweb.context import ALLOCATOR_MODEL, CONTEXT_MODEL
 from runner.backends.ortweb.package import (
     BUILDS,
     DEFAULT_BUILD,
@@ -42,7 +42,8 @@ def write_runner(request: ReproRequest) -> ReproRunner:
         )
     module = package_for(version).module(build)  # which file it is depends on the version
     folder = request.folder
-    files = ["index.html", "repro.mjs", "feeds.mjs", "scenario.mjs", "context.onnx"]
+    files = ["index.html", "repro.mjs", "feeds.mjs", "scenario.mjs"]
+    files += ["context.onnx", "allocator.onnx"]
     if request.local:
         (folder / "dist").mkdir()
         for name, path in package_for(version).build_files(build).items():
@@ -75,7 +76,8 @@ def write_runner(request: ReproRequest) -> ReproRunner:
     shutil.copyfile(ASSETS / "repro.html", folder / "index.html")
     for shared in ("feeds.mjs", "scenario.mjs"):  # what the suite's page runs too
         shutil.copyfile(ASSETS / shared, folder / shared)
-    (folder / "context.onnx").write_bytes(CONTEXT_MODEL)  # the suite's page's own session
+    (folder / "context.onnx").write_bytes(CONTEXT_MODEL)  # the suite's page's own sessions
+    (folder / "allocator.onnx").write_bytes(ALLOCATOR_MODEL)
     steps = [
         "In this folder: `python3 -m http.server 8000 --bind 127.0.0.1` (any static server; "
         "WebGPU needs a secure context, which http://127.0.0.1 is).",

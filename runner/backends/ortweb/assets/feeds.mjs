@@ -73,20 +73,21 @@ export const releaseEntry = async (entry) => {
  * buffers (`graphs`) and every GPU buffer made for it (`buffers`, destroyed with it; `tensors`,
  * onnxruntime's outputs holding its own buffers, disposed with it). A `spec` says the case: mode,
  * inputs and outputNames, buffers, graphs, sessionName, and where they apply, pre-allocated
- * outputs, inPlace, swapped, deviceCache, prefillInputs and prefillOutputs. `contextModel()`: the
- * bytes of the page's own model (context.py's), which allocates buffers for allocator
+ * outputs, inPlace, swapped, deviceCache, prefillInputs and prefillOutputs. `allocatorModel()`: the
+ * bytes of context.py's allocator model, whose session allocates buffers for allocator
  * 'onnxruntime'; `release()` releases that session.
  */
-export const feeder = (ort, faults, contextModel) => {
-  let allocator = null; // a session of the context model, made at the first buffer it allocates
+export const feeder = (ort, faults, allocatorModel) => {
+  let allocator = null; // a session of the allocator model, made at the first buffer it allocates
 
   /**
    * A GPU buffer on ORT's device for a tensor of `bytes` bytes, kept with the session entry: the
    * page's (`GPUDevice.createBuffer`), or with `spec.buffers.allocator` 'onnxruntime' the output
-   * of a run of the page's own session, its tensor kept. The C++ builds' replay takes a
+   * of a run of the allocator model's session, its tensor kept. The C++ builds' replay takes a
    * pre-allocated output for one of onnxruntime's and looks its buffer up by the handle the
-   * binding run registered, which that run released again, unless onnxruntime allocated the buffer
-   * (suites/bugs/ort-prealloc-handle.yaml).
+   * binding run registered, which that run released again: the page's buffers are found only
+   * where the run's own registration lands at the same heap address (what else lives on the heap
+   * decides it); onnxruntime's own stay registered (suites/bugs/ort-prealloc-handle.yaml).
    */
   const gpuBuffer = async (entry, spec, bytes) => {
     const size = Math.ceil(bytes / 16) * 16 || 16;
@@ -99,7 +100,7 @@ export const feeder = (ort, faults, contextModel) => {
       return buffer;
     }
     allocator ||= await ort.InferenceSession.create(
-      await contextModel(), {executionProviders: [{name: 'webgpu'}], preferredOutputLocation: 'gpu-buffer'});
+      await allocatorModel(), {executionProviders: [{name: 'webgpu'}], preferredOutputLocation: 'gpu-buffer'});
     const {y} = await allocator.run({x: new ort.Tensor('float32', new Float32Array(size / 4), [size / 4])});
     entry.tensors.push(y);
     return y.gpuBuffer;

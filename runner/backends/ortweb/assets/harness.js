@@ -25,6 +25,7 @@ const liveOutputs = new Set(); // GPU output tensors onnxruntime allocated, unti
 // onnxruntime-web of its own, go without it: it changes what lives on the wasm heap.
 let contextSession = null;
 let contextModelUrl = null;
+let allocatorModelUrl = null; // context.py's, which feeds.mjs runs for allocator 'onnxruntime'
 const fetched = new Map(); // url -> ArrayBuffer, for the current sequence
 let ort = null;
 let feed = null; // feeds.mjs's feeding, once ort is loaded
@@ -333,7 +334,7 @@ const withDeadline = (job, ms) => {
 /** `module` is the onnxruntime-web the page runs from now on. */
 const use = (module) => {
   ort = module;
-  feed = feeder(ort, faults, async () => new Uint8Array(await fetchBytes(contextModelUrl)));
+  feed = feeder(ort, faults, async () => new Uint8Array(await fetchBytes(allocatorModelUrl)));
   ort.env.wasm.numThreads = 1; // threads need cross-origin isolation; WebGPU does the work
   ort.env.logLevel = 'error'; // ORT logs warnings with console.error
 };
@@ -343,10 +344,11 @@ window.harness = {
    * Loads the onnxruntime-web bundle at `url` and meanwhile asks for the WebGPU adapter (no
    * page of its own for that): ORT's version (none before 1.17), the adapter or null, and what
    * capture needs that the bundle lacks (`lacks`: GPU tensors came in 1.17). `contextModel`: the
-   * URL of the page's own session's model (`contextSession`). `pooled`: enable devicepool.js
-   * for the page's instances (`renew`).
+   * URL of the page's own session's model (`contextSession`), `allocatorModel` that of the
+   * session allocating buffers (feeds.mjs). `pooled`: enable devicepool.js for the page's
+   * instances (`renew`).
    */
-  async load(url, contextModel, pooled) {
+  async load(url, contextModel, allocatorModel, pooled) {
     if (pooled) {
       window.__devicePool?.enable(); // absent without WebGPU: the load then says so
     }
@@ -355,6 +357,7 @@ window.harness = {
     moduleUrl = url;
     instances = 1;
     contextModelUrl = contextModel;
+    allocatorModelUrl = allocatorModel;
     const lacks = typeof ort.Tensor.fromGpuBuffer === 'function' ? [] : ['Tensor.fromGpuBuffer'];
     return {version: ort.env.versions ? ort.env.versions.web : null, adapter, lacks};
   },

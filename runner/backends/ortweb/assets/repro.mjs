@@ -414,7 +414,7 @@ const main = async () => {
     say(`injected fault(s) ${FAULTS.join(', ')}: ${faultsOn ? 'on (?faults=off turns them off)' : 'off'}`);
   }
   const feed = feeder(
-    ort, faultsOn ? window.__webgpuFaults : undefined, async () => new Uint8Array(await bytes('context.onnx')));
+    ort, faultsOn ? window.__webgpuFaults : undefined, async () => new Uint8Array(await bytes('allocator.onnx')));
   if (manifest.scenario) {
     return await judgeSteps(manifest, await runScenario(ort, feed, manifest));
   }
