@@ -45,7 +45,7 @@ def no_npm(tmp_path) -> dict[str, str]:
 def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     validated = regress("validate", "suites", env=no_npm)
     assert validated.returncode == 0, validated.stderr
-    assert validated.stdout == "ok: 25 suite(s), 512 case(s)\n"
+    assert validated.stdout == "ok: 25 suite(s), 518 case(s)\n"
     notes = validated.stderr.splitlines()
     assert notes == [
         "note: suites/bugs/ort-1.23-capture-option-ignored.yaml:38:15: ort-web version '1.23.2' "
@@ -86,13 +86,13 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     listed = regress("list", "suites", "--backend", "wgpu", env=no_npm)
     assert listed.returncode == 0, listed.stderr
     ids = listed.stdout.splitlines()
-    assert len(ids) == 139 and all("/wgpu/" in i for i in ids)
+    assert len(ids) == 141 and all("/wgpu/" in i for i in ids)
     pinned_only = regress("list", "suites", "--filter", "version=1.30.0", env=no_npm)
     assert pinned_only.returncode == 3  # the filter needs every version: npm must say
     wgpu_filtered = regress("list", "suites", "--filter", "backend=wgpu", env=no_npm)
     assert wgpu_filtered.returncode == 0, wgpu_filtered.stderr
     native = regress("list", "suites", "--backend", "ort-native", env=no_npm)  # pip's versions
-    assert native.returncode == 0 and len(native.stdout.splitlines()) == 129, native.stderr
+    assert native.returncode == 0 and len(native.stdout.splitlines()) == 131, native.stderr
 
 
 def test_an_ort_web_selection_without_npm_exits_3_saying_why(no_npm, tmp_path):

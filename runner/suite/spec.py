@@ -313,7 +313,8 @@ class BufferModes:
     ``allocator`` says who makes those buffers on ort-web: the page (``GPUDevice.createBuffer``,
     as applications do) or onnxruntime-web itself (outputs of a session of the page's, kept),
     which the C++ builds' replays of pre-allocated outputs need
-    (suites/bugs/ort-prealloc-handle.yaml)."""
+    (suites/bugs/ort-prealloc-handle.yaml), but where a capture session keeps its first run's
+    buffers bound for good (suites/bugs/ort-graph-ids.yaml)."""
 
     inputs: str = "rewrite"
     outputs: str = "none"

@@ -87,7 +87,8 @@ export const feeder = (ort, faults, allocatorModel) => {
    * pre-allocated output for one of onnxruntime's and looks its buffer up by the handle the
    * binding run registered, which that run released again: the page's buffers are found only
    * where the run's own registration lands at the same heap address (what else lives on the heap
-   * decides it); onnxruntime's own stay registered (suites/bugs/ort-prealloc-handle.yaml).
+   * decides it); onnxruntime's own stay registered (suites/bugs/ort-prealloc-handle.yaml), so
+   * the session's first run's buffers stay bound for good (suites/bugs/ort-graph-ids.yaml).
    */
   const gpuBuffer = async (entry, spec, bytes) => {
     const size = Math.ceil(bytes / 16) * 16 || 16;
