@@ -146,9 +146,12 @@ def gpu(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    session.install("ruff")
+    """ruff on the code; zizmor on the workflows (actions pinned by commit, no credentials left
+    in a workspace that is uploaded, the least permissions per job)."""
+    session.install("ruff", "zizmor>=1.32")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("zizmor", "--offline", ".github/workflows/")
 
 
 @nox.session
