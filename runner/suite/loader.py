@@ -67,35 +67,42 @@ def _validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
 
 
-def discover(paths: Iterable[Path]) -> list[Path]:
-    """Suite files named by `paths`: files as given, folders searched for *.yaml / *.yml."""
-    found: list[Path] = []
+def discover(paths: Iterable[Path]) -> list[tuple[Path, bool]]:
+    """Suite files named by `paths`, each with whether it was named itself: files as given,
+    folders searched for *.yaml / *.yml."""
+    found: dict[Path, tuple[Path, bool]] = {}  # by where it resolves: each file once
     for path in paths:
         if path.is_dir():
-            found += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml"))
+            for file in sorted(path.rglob("*")):
+                if file.suffix in (".yaml", ".yml"):
+                    found.setdefault(file.resolve(), (file, False))
         else:
-            found.append(path)
-    return found
+            found[path.resolve()] = (path, True)
+    return list(found.values())
 
 
 def load_suites(
     paths: Iterable[Path], backends: Mapping[str, TargetParser], tags: Iterable[str] = ()
 ) -> list[Suite]:
     """Every suite under `paths`, its ``backends:`` entries parsed by `backends` (the registry's
-    descriptors, by name); suites tagged `heavy` only if `tags` asks for them.
+    descriptors, by name). A folder yields its suites tagged `heavy` only if `tags` asks for
+    them; a file named itself is loaded whatever its tags.
 
     Raises InvalidInput with the problems of all files together.
     """
     suites, problems = [], []
-    for path in discover(paths):
+    wanted = set(tags)
+    for path, named in discover(paths):
         try:
-            suites.append(load_suite(path, backends))
+            suite = load_suite(path, backends)
         except InvalidInput as exc:
             problems += exc.problems
+            continue
+        if named or "heavy" not in suite.tags or "heavy" in wanted:
+            suites.append(suite)
     if problems:
         raise InvalidInput(problems)
-    wanted = set(tags)
-    return [s for s in suites if "heavy" not in s.tags or "heavy" in wanted]
+    return suites
 
 
 def load_suite(path: Path, backends: Mapping[str, TargetParser]) -> Suite:
@@ -137,19 +144,38 @@ def _leaf_errors(error: jsonschema.ValidationError) -> list[jsonschema.Validatio
     by_branch: dict[int, list] = {}
     for sub in error.context:
         by_branch.setdefault(sub.schema_path[0], []).append(sub)
+    depth = len(error.absolute_path)
+
+    def reach(e: jsonschema.ValidationError) -> int:
+        """How deep into the value an error is: an unknown key is one step inside its mapping."""
+        return len(e.absolute_path) + (e.validator == "additionalProperties")
+
     # prefer the branch whose type matched (its errors are deeper), then the fewest errors
-    best = max(
-        by_branch.values(),
-        key=lambda errs: (max(len(e.absolute_path) for e in errs), -len(errs)),
-    )
-    if all(len(e.absolute_path) == len(error.absolute_path) for e in best) and len(by_branch) > 1:
+    best = max(by_branch.values(), key=lambda errs: (max(map(reach, errs)), -len(errs)))
+    if all(len(e.absolute_path) == depth for e in best) and len(by_branch) > 1:
         if all(e.validator in ("type", "enum", "required", "not") for e in best):
             return [error]  # no alternative fits at all: say so once
     return [leaf for sub in best for leaf in _leaf_errors(sub)]
 
 
+def _non_finite(node: Any, path: tuple = ()) -> Iterable[tuple]:
+    """Where `node` holds a NaN or an infinity (YAML's ``.nan``, ``.inf``): JSON Schema's bounds
+    let NaN through, and no field of a suite means either."""
+    if isinstance(node, float) and not math.isfinite(node):
+        yield path
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from _non_finite(value, (*path, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _non_finite(value, (*path, i))
+
+
 def _schema_problems(located: Located) -> list[Problem]:
-    problems = []
+    problems = [
+        Problem(located.file, *located.where(path), "not a finite number", "a finite number")
+        for path in _non_finite(located.data)
+    ]
     errors = _validator().iter_errors(located.data)
     for error in sorted(errors, key=lambda e: list(map(str, e.path))):
         for leaf in _leaf_errors(error):
@@ -303,6 +329,8 @@ class _Builder:
         self.located, self.data, self.file = located, located.data, located.file
         self.backends = backends
         self.problems: list[Problem] = []
+        self.unchecked: list[Problem] = []  # what files alone cannot tell (``Suite.unchecked``)
+        self.dims_of_models: list[set[str] | None] = []  # each model's symbolic dims, if known
         self.root = _repository_root(self.file.resolve())
 
     def problem(self, path: tuple, message: str, expected: str = "", key: bool = False) -> None:
@@ -326,6 +354,7 @@ class _Builder:
                 else [self.model(name, spec, shapes, layouts)]
             )
         )
+        self.check_shape_dims(shapes)
         op_tests = [name for name, spec in data["models"].items() if "ort_op_tests" in spec]
         if op_tests and layouts != (DEFAULT_LAYOUT,):
             self.problem(
@@ -365,15 +394,19 @@ class _Builder:
             ),
             scenarios=scenarios,
             unchecked=tuple(
-                dict.fromkeys(
-                    dataclasses.replace(
-                        target.source,
-                        message=f"{target.name} version {target.declared!r} was not checked "
-                        "(only a registry knows it): it is resolved when its cases run or are "
-                        "listed",
-                    )
-                    for target in declared
-                    if target.version is None and target.source is not None
+                sorted(
+                    {
+                        dataclasses.replace(
+                            target.source,
+                            message=f"{target.name} version {target.declared!r} was not "
+                            "checked (only a registry knows it): it is resolved when its cases "
+                            "run or are listed",
+                        )
+                        for target in declared
+                        if target.version is None and target.source is not None
+                    }
+                    | set(self.unchecked),
+                    key=lambda note: (note.line, note.column),
                 )
             ),
         )
@@ -483,6 +516,18 @@ class _Builder:
                     "one of " + ", ".join(sorted(names)),
                     key=True,
                 )
+        if names is not None:  # its dims are known: a shape names no other
+            self.dims_of_models.append(dims)
+            for i, shape in enumerate(own_shapes):
+                for dim in shape.as_dict().keys() - dims:
+                    self.problem(
+                        path + ("shapes", i, dim),
+                        f"model {name!r} has no symbolic dim {dim!r}",
+                        f"one of {', '.join(sorted(dims))}" if dims else "no shape (it has none)",
+                        key=True,
+                    )
+        else:
+            self.dims_of_models.append(None)
         if model.package is not None:  # its cases do not hang on whether it is fetched yet
             shapes = (STATIC_SHAPE,)
         if dims:
@@ -522,7 +567,7 @@ class _Builder:
                 )
         model_path, dims, source = None, None, None
         if "package" in spec:
-            source = self.package_source(spec["package"])
+            source = self.package_source(name, spec["package"])
             model_path = source.cached
         elif "path" in spec:
             model_path = (self.file.parent / spec["path"]).resolve()
@@ -742,6 +787,21 @@ class _Builder:
                     "a divisor of hidden",
                 )
 
+    def check_shape_dims(self, shapes: tuple[Shape, ...]) -> None:
+        """Every dim the suite's `shapes:` name is some model's, where every model's dims are
+        known (a package not fetched yet hides its own)."""
+        if None in self.dims_of_models:
+            return
+        dims = set().union(*self.dims_of_models)
+        for i, shape in enumerate(shapes):
+            for dim in shape.as_dict().keys() - dims:
+                self.problem(
+                    ("shapes", i, dim),
+                    f"no model of the suite has a symbolic dim {dim!r}",
+                    f"one of {', '.join(sorted(dims))}" if dims else "no `shapes:`",
+                    key=True,
+                )
+
     def check_pinned(
         self, name: str, dims: set, shapes: tuple, largest: Callable[[dict], int], path: tuple
     ) -> None:
@@ -778,15 +838,37 @@ class _Builder:
                 "per tensor (REGRESS_MAX_TENSOR_MIB raises it)",
             )
 
-    @staticmethod
-    def package_source(spec: dict) -> PackageFile:
+    def package_source(self, name: str, spec: dict) -> PackageFile:
+        """Model `name`'s `package:`, checked against its wheel where a fetch recorded what the
+        wheel holds; else said to be unchecked (loading never downloads)."""
         fields = ("name", "version", "file", "sha256", "license")
-        return PackageFile(*(spec[key] for key in fields), export=spec.get("export"))
+        source = PackageFile(*(spec[key] for key in fields), export=spec.get("export"))
+        where = ("models", name, "package")
+        files = source.wheel_files()
+        if files is None:
+            line, column = self.located.where(where)
+            self.unchecked.append(
+                Problem(
+                    self.file,
+                    line,
+                    column,
+                    f"model {name!r}: {source.label} was not checked (not fetched yet): a run "
+                    "fetches it and checks its file and sha256",
+                )
+            )
+        elif (wrong := source.disagreement(files)) is not None:
+            key, message = wrong
+            self.problem(
+                (*where, key),
+                f"model {name!r}: {message}",
+                "`package:` naming a file its wheel holds, with that file's sha256",
+            )
+        return source
 
     def package_model(
         self, name: str, spec: dict, inputs: Mapping[str, InputSpec], shapes: tuple[Shape, ...]
     ) -> ModelSpec:
-        source = self.package_source(spec)
+        source = self.package_source(name, spec)
         return ModelSpec(name, path=source.cached, package=source, inputs=inputs, shapes=shapes)
 
     def packaged_file(self, model: ModelSpec, where: tuple) -> dict[str, list[int | str]] | None:

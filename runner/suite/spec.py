@@ -480,7 +480,8 @@ class Suite:
                     for layout in self.layouts:
                         for mode in self.capture:
                             cell = (model, shape, layout, backend, mode)
-                            if not any(entry_matches(e, cell_values(*cell)) for e in self.exclude):
+                            values = cell_values(*cell) if self.exclude else {}
+                            if not any(entry_matches(e, values) for e in self.exclude):
                                 cells.append(cell)
         return cells
 
