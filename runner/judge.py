@@ -45,6 +45,8 @@ class JudgedCase(Protocol):
     def tolerance(self) -> Tolerance: ...
     @property
     def expect(self) -> frozenset[str]: ...
+    @property
+    def moved(self) -> bool: ...
 
 
 class JudgedTrace(Protocol):
@@ -84,6 +86,7 @@ class CaseFacts:
     expect: frozenset[str] = frozenset({"pass"})
     revisit: bool = False
     dynamic: bool = False
+    moved: bool = False
 
     @property
     def mode(self) -> str:
@@ -211,14 +214,23 @@ Detector = Callable[[Evidence], list[Finding]]
 LACKING_STATUSES = frozenset({"unsupported-op", "capture-unsupported", "skipped"})
 
 
+def _lacks_kernel(run: JudgedRun) -> bool:
+    """The backend has no kernel for a node (its own word, or onnxruntime's)."""
+    return run.status == "unsupported-op" or (
+        run.status == "error" and onnxruntime_lacks(run.message) is not None
+    )
+
+
 def backend_status(ev: Evidence) -> list[Finding]:
+    """The backend's own failure. What it cannot run at all is a skip where nobody asked it to:
+    an op test's one node it lacks (or will not capture), a case moved to it by `--backend`
+    that uses an operator it has no kernel for."""
     if ev.run.status == "ok":
         return []
-    if ev.expected is not None and (
-        ev.run.status in LACKING_STATUSES
-        or ev.run.status == "error"
-        and onnxruntime_lacks(ev.run.message)
-    ):
+    op_test_lacks = ev.expected is not None and (
+        ev.run.status in LACKING_STATUSES or _lacks_kernel(ev.run)
+    )
+    if op_test_lacks or ev.case.moved and _lacks_kernel(ev.run):
         return [Finding("skipped", f"{SKIP_BACKEND}: {ev.run.status}: {ev.run.message}")]
     return [Finding(ev.run.status, ev.run.message)]
 

@@ -31,6 +31,7 @@ from runner.suite.spec import (
     holding_rules,
     label_versions,
     mode_name,
+    written_for,
 )
 
 # Each of the given targets with its exact version, asking a registry where it must
@@ -58,6 +59,9 @@ class Case:
     dynamic: bool = False  # eager with no symbolic dim pinned (`capture: dynamic`)
     buffers: BufferModes = BufferModes()  # how a capture case's inputs and outputs are held
     graphs: int = 1  # graphs one capture session records (gpu_graph_id 0..graphs-1)
+    # Moved by --backend to a target nothing in its suite was written for: it expects what any
+    # backend can do, so an operator its backend lacks skips it (runner.judge)
+    moved: bool = False
 
     @property
     def mode(self) -> str:
@@ -233,7 +237,10 @@ def _with_revisits(cases: list[Case]) -> list[Case]:
 
 def _apply_rules(case: Case, suite: Suite) -> Case:
     rules = [rule for rule in suite.cases if not rule.for_scenarios]
-    for rule in holding_rules(rules, case.fields(), case.backend, suite.home):
+    holding = holding_rules(rules, case.fields(), case.backend, suite.home)
+    if not holding and not written_for(case.backend, (), suite.home):
+        return dataclasses.replace(case, moved=True)
+    for rule in holding:
         case = dataclasses.replace(  # the last rule wins, like later CSS rules
             case,
             expectation=rule.expectation,

@@ -214,6 +214,40 @@ RETARGETED_ORT_WEB = {
     "scenario=jsep-disposes-an-output-after-release/ort-web:jspi": "error",
     "scenario=fresh-prealloc-replay-after-other-run/ort-web:jsep": "error",
 }
+# and what it met on 2026-12-05 in the suites added since (23 unexpected results): JSEP's
+# refusals, the C++ builds' stale views and their Conv of 129 channels, JSEP's LSTM state
+GENAI = (
+    "batch_size=1,sequence_length=1,total_sequence_length=16,past_sequence_length=16,"
+    "kv_cache_dim=16/layout=default/ort-web:jsep/capture"
+)
+RETARGETED_ORT_WEB |= {
+    "bert-tiny-exported-1-23/batch=1,sequence=16/layout=default/ort-web:jsep/capture": (
+        "capture-unsupported"
+    ),
+    f"genai-tiny/{GENAI}": "capture-unsupported",
+    f"page-buffers/{GENAI}": "capture-unsupported",
+    f"onnxruntime-buffers/{GENAI}": "capture-unsupported",
+    **{
+        f"{model}/layout=default/ort-web:{build}/capture": "stale-input"
+        for model in ("cancelled-transposes", "cancelled-transposes-1x1")
+        for build in ("webgpu", "jspi")
+    },
+    **{
+        f"silero-vad-jsep-state/layout=default/ort-web:{build}/eager": "reference-mismatch"
+        for build in ("webgpu", "jspi")
+    },
+    **{
+        f"silero-vad-capture-1-31/layout=default/ort-web:{build}/{mode}": "reference-mismatch"
+        for build in ("jsep", "webgpu", "jspi")
+        for mode in ("eager", "capture")
+    },
+    **{
+        f"{model}/layout=default/ort-web:{build}/capture": "stale-input"
+        for model in ("squeeze-reducemean-unsqueeze", "reducemean-size1-unsqueeze")
+        for build in ("jsep", "webgpu", "jspi")
+    },
+    "sigmoid-squeeze-reducemean-unsqueeze/layout=default/ort-web:jsep/capture": "stale-input",
+}
 
 
 def test_the_bundled_suites_retargeted_expect_what_each_build_does():
