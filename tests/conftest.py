@@ -1,9 +1,11 @@
-"""Shared fixtures: suite files written on the fly, the CLI in a subprocess, the result schema,
-and a repository root for path checks."""
+"""Shared fixtures: suite files written on the fly, the CLI as a user runs it, the result
+schema, and a repository root for path checks."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import os
 import subprocess
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from runner import cli
 from runner.backends.base import Timings, Trace
 from runner.history import CaseResult
 from runner.verdicts import Outcome
@@ -21,16 +24,37 @@ from runner.verdicts import Outcome
 REPO = Path(__file__).resolve().parents[1]
 
 
-def regress(*args, cwd=None, env=None, timeout=600) -> subprocess.CompletedProcess:
-    """`python -m runner ARGS` as a user runs it; ``env`` adds to this process's environment."""
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd or REPO,
-        env={**os.environ, **env} if env else None,
-        timeout=timeout,
-    )
+def regress(*args, cwd=None, env=None, process=False, timeout=600) -> subprocess.CompletedProcess:
+    """`python -m runner ARGS` as a user runs it, from `cwd` (the repository), with `env` added
+    to the environment, its exit code and output captured. It runs in this process
+    (``cli.main``), or with `process` in a process of its own: where what a process keeps is
+    under test (npm's answer, kept for the process; a PATH without npm), and for an explore,
+    whose seeded draws are those of a fresh process (after other explores in one process they
+    differ)."""
+    argv = [str(arg) for arg in args]
+    if process:
+        return subprocess.run(
+            [sys.executable, "-m", "runner", *argv],
+            capture_output=True,
+            text=True,
+            cwd=cwd or REPO,
+            env={**os.environ, **(env or {})},
+            timeout=timeout,
+        )
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        contextlib.chdir(cwd or REPO),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        try:
+            code = cli.main(argv)
+        except SystemExit as exit:  # argparse's own: --help, a usage error
+            code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
+    return subprocess.CompletedProcess(["regress", *argv], code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture
@@ -107,8 +131,15 @@ def case_result(**fields) -> CaseResult:
 
 
 def pytest_collection_modifyitems(config, items):
-    """``ort_gpu`` tests run where a GPU is promised (``nox -s gpu`` sets REGRESS_GPU_TESTS=1):
-    elsewhere they skip, as ort-native's cases do on a machine without a GPU."""
+    """pytest-xdist (``--dist loadgroup``) hands each worker whole groups: the ``browser`` tests
+    one after another (two Chromiums at once would take each other's cores), the ``clock``
+    tests likewise (what an explore finds in its budget wants the cores it was measured on),
+    every other module whole (its module fixtures made once). ``ort_gpu`` tests run where a
+    GPU is promised (``nox -s gpu`` sets REGRESS_GPU_TESTS=1): elsewhere they skip, as
+    ort-native's cases do on a machine without a GPU."""
+    for item in items:
+        group = next((m for m in ("browser", "clock") if m in item.keywords), item.module.__name__)
+        item.add_marker(pytest.mark.xdist_group(group))
     if os.environ.get("REGRESS_GPU_TESTS") == "1":
         return
     skip = pytest.mark.skip(reason="needs a GPU for ONNX Runtime's WebGPU EP: nox -s gpu")

@@ -6,11 +6,10 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from .conftest import REPO
 
 
 @pytest.mark.gpu

@@ -7,11 +7,13 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from .conftest import REPO
+
+# what an explore finds within its budget: one such test at a time (tests/conftest.py)
+pytestmark = pytest.mark.clock
 
 
 @pytest.mark.gpu

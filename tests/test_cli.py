@@ -15,6 +15,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from runner import cli
+
 from .conftest import REPO, regress
 
 SUITE = """
@@ -129,10 +131,17 @@ def test_validate_reports_counts(write_suite):
     assert proc.returncode == 0 and proc.stdout.strip() == "ok: 1 suite(s), 10 case(s)"
 
 
-@pytest.mark.parametrize("command", ["validate", "list", "run", "report", "repro", "doctor"])
+@pytest.mark.parametrize("command", sorted(cli.COMMANDS))
 def test_every_command_has_help(command):
+    """Its usage, and every option of it with a help text of its own (argparse keeps a
+    command's parser among its subparsers' choices, as noxfile.py reads `run`'s)."""
     proc = regress(command, "--help")
-    assert proc.returncode == 0 and "usage:" in proc.stdout
+    assert proc.returncode == 0 and proc.stdout.startswith(f"usage: regress {command} ")
+    [commands] = cli.build_parser()._subparsers._group_actions
+    for action in commands.choices[command]._actions:
+        assert action.help, f"{command} {action.option_strings or action.dest}: no help text"
+        for option in action.option_strings:
+            assert re.search(rf"(^|[\s,]){re.escape(option)}\b", proc.stdout), option
 
 
 @pytest.mark.browser

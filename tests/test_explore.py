@@ -7,9 +7,7 @@ a backend that skips scenarios stops explore at once (exit 3); bad input exits 2
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -39,7 +37,11 @@ from runner.suite.loader import load_suite
 from runner.suite.scenarios import Scenario, ScenarioSession, scenario_entry
 from runner.suite.spec import BackendTarget
 
-REPO = Path(__file__).resolve().parents[1]
+from .conftest import REPO, regress
+
+# what an explore finds within its budget: one such test at a time (tests/conftest.py)
+pytestmark = pytest.mark.clock
+
 SUITE = """name: explore-tiny
 models:
   enc:
@@ -92,14 +94,10 @@ def test_every_drawn_scenario_is_one_the_loader_accepts(suite_file, tmp_path, ba
 
 
 def _explore(suite_file: Path, out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "runner", "explore", str(suite_file), "--backend", "wgpu"]
-        + ["--out", str(out), *extra],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "REGRESS_CACHE_DIR": str(cache)},
-    )
+    return regress(
+        "explore", suite_file, "--backend", "wgpu", "--out", out, *extra,
+        env={"REGRESS_CACHE_DIR": str(cache)}, process=True,
+    )  # fmt: skip
 
 
 @pytest.mark.gpu
@@ -122,13 +120,7 @@ def test_the_input_snapshot_canary_is_found_shrunk_written_and_replayed_first(su
     assert bundled["suite"]["verdict"] == "stale-input" and (bundle / "repro.py").is_file()
     assert "explore: " in explored.stderr  # progress lines
 
-    rerun = subprocess.run(
-        [sys.executable, "-m", "runner", "run", str(found), *inject, "--out", str(tmp_path / "r")]
-        + ["-q"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    rerun = regress("run", found, *inject, "--out", tmp_path / "r", "-q")
     assert rerun.returncode == 0, rerun.stderr  # stale-input, as expected
 
     replayed = _explore(suite_file, tmp_path / "again", cache, *inject, "--budget", "3s")
@@ -343,15 +335,11 @@ def test_a_backend_that_skips_scenarios_stops_explore_at_once(
     ],
 )
 def test_bad_input_exits_2_saying_why(suite_file, tmp_path, extra, message):
-    explored = subprocess.run(
-        [sys.executable, "-m", "runner", "explore", str(suite_file), "--out", str(tmp_path)]
-        + (["--backend", "wgpu"] if "--backend" not in extra else [])
-        + extra,
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "REGRESS_CACHE_DIR": str(tmp_path / "cache")},
-    )
+    explored = regress(
+        "explore", suite_file, "--out", tmp_path,
+        *(["--backend", "wgpu"] if "--backend" not in extra else []), *extra,
+        env={"REGRESS_CACHE_DIR": str(tmp_path / "cache")}, process=True,
+    )  # fmt: skip
     assert explored.returncode == 2
     assert message in explored.stderr
     assert "Traceback" not in explored.stderr

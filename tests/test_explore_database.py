@@ -18,7 +18,8 @@ from runner.cli import main
 from runner.errors import ExitCode
 from runner.explore import database
 
-REPO = Path(__file__).resolve().parents[1]
+from .conftest import REPO
+
 SUITE = """name: explore-tiny
 models:
   enc: {builtin: encoder, layers: 1, hidden: 32, heads: 4, ffn: 64}

@@ -7,10 +7,7 @@ runs wrote, and refuses a folder or record it cannot read (exit 2, nothing writt
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +19,11 @@ from runner.errors import ExitCode
 from runner.explore.record import read_record
 from tests.test_explore_database import SUITE
 
-REPO = Path(__file__).resolve().parents[1]
+from .conftest import REPO, regress
+
+# what an explore finds within its budget: one such test at a time (tests/conftest.py)
+pytestmark = pytest.mark.clock
+
 SNAPSHOT, EAGER = "input-snapshot-at-capture", "capture-falls-back-to-eager"
 
 
@@ -46,17 +47,13 @@ def jobs(tmp_path_factory) -> Jobs:
     root = tmp_path_factory.mktemp("campaign")
     suite = root / "tiny.yaml"
     suite.write_text(SUITE)
-    env = {**os.environ, "REGRESS_CACHE_DIR": str(root / "cache")}
+    env = {"REGRESS_CACHE_DIR": str(root / "cache")}
 
     def job(out: str, fault: str, *extra: str) -> Path:
-        explored = subprocess.run(
-            [sys.executable, "-m", "runner", "explore", str(suite), "--backend", "wgpu"]
-            + ["--inject", fault, "--out", str(root / out), *extra],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            env=env,
-        )
+        explored = regress(
+            "explore", suite, "--backend", "wgpu", "--inject", fault, "--out", root / out,
+            *extra, env=env, process=True,
+        )  # fmt: skip
         assert explored.returncode == 1, explored.stderr  # found something
         return root / out
 
@@ -290,15 +287,11 @@ def test_a_drawn_models_finding_is_pinned_by_a_suite_holding_its_model(tmp_path)
     model's cases, is new against suites/bugs and pinned once its suite and model file are
     kept in the bugs folder; another verdict expected there pins nothing."""
     out = tmp_path / "found"
-    explored = subprocess.run(
-        [sys.executable, "-m", "runner", "explore", "--models", "generated", "--backend", "wgpu"]
-        + ["--inject", "program-key-without-attribute", "--budget", "30s", "--seed", "1"]
-        + ["--out", str(out)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "REGRESS_CACHE_DIR": str(tmp_path / "cache")},
-    )
+    explored = regress(
+        "explore", "--models", "generated", "--backend", "wgpu",
+        "--inject", "program-key-without-attribute", "--budget", "30s", "--seed", "1",
+        "--out", out, env={"REGRESS_CACHE_DIR": str(tmp_path / "cache")}, process=True,
+    )  # fmt: skip
     assert explored.returncode == 1, explored.stderr
     _, record = _record(out)
     assert record.draws == "cases" and "LayerNormalization" in record.vocabulary

@@ -30,6 +30,9 @@ from tests.test_wgpu_kernels import make_case, make_workload
 
 from .conftest import REPO, regress
 
+# what an explore finds within its budget: one such test at a time (tests/conftest.py)
+pytestmark = pytest.mark.clock
+
 EVERY_OP = tuple(OPS)
 
 
@@ -167,6 +170,7 @@ def _explore(tmp_path: Path, *args: str, budget: str = "40s") -> tuple[int, str]
         *args,
         cwd=REPO,
         env={"REGRESS_CACHE_DIR": str(tmp_path / "cache")},
+        process=True,
     )
     return done.returncode, done.stdout + done.stderr
 
@@ -279,7 +283,7 @@ def test_bad_generated_explore_options_exit_2_saying_what_is_expected(tmp_path, 
 
 
 def test_ops_need_generated_models(tmp_path):
-    done = regress("explore", "suites/smoke.yaml", "--backend", "wgpu", "--ops", "Relu", cwd=REPO)
+    done = regress("explore", "suites/smoke.yaml", "--backend", "wgpu", "--ops", "Relu")
     assert done.returncode == 2
     assert "--ops draws generated models: it needs --models generated" in done.stderr
 

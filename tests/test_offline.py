@@ -43,7 +43,7 @@ def no_npm(tmp_path) -> dict[str, str]:
 
 
 def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
-    validated = regress("validate", "suites", env=no_npm)
+    validated = regress("validate", "suites", env=no_npm, process=True)
     assert validated.returncode == 0, validated.stderr
     assert validated.stdout == (
         "25 suite(s), 518 case(s): 17 unchecked (the notes say what), the rest ok\n"
@@ -91,15 +91,17 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "note: suites/bugs/ort-silero-capture-1.31.1.yaml:39:48: ort-web version '1.31.1' was "
         "not checked (only a registry knows it): it is resolved when its cases run or are listed",
     ]
-    listed = regress("list", "suites", "--backend", "wgpu", env=no_npm)
+    listed = regress("list", "suites", "--backend", "wgpu", env=no_npm, process=True)
     assert listed.returncode == 0, listed.stderr
     ids = listed.stdout.splitlines()
     assert len(ids) == 141 and all("/wgpu/" in i for i in ids)
-    pinned_only = regress("list", "suites", "--filter", "version=1.30.0", env=no_npm)
+    pinned_only = regress("list", "suites", "--filter", "version=1.30.0", env=no_npm, process=True)
     assert pinned_only.returncode == 3  # the filter needs every version: npm must say
-    wgpu_filtered = regress("list", "suites", "--filter", "backend=wgpu", env=no_npm)
+    wgpu_filtered = regress("list", "suites", "--filter", "backend=wgpu", env=no_npm, process=True)
     assert wgpu_filtered.returncode == 0, wgpu_filtered.stderr
-    native = regress("list", "suites", "--backend", "ort-native", env=no_npm)  # pip's versions
+    native = regress(
+        "list", "suites", "--backend", "ort-native", env=no_npm, process=True
+    )  # pip's versions
     assert native.returncode == 0 and len(native.stdout.splitlines()) == 131, native.stderr
 
 
@@ -108,7 +110,7 @@ def test_an_ort_web_selection_without_npm_exits_3_saying_why(no_npm, tmp_path):
         ["list", "suites/bugs/ort-29273-cpp-capture-1.24.yaml"],
         ["run", "suites", "--filter", "backend=ort-web:webgpu", "--out", tmp_path / "out"],
     ):
-        proc = regress(*command, env=no_npm)
+        proc = regress(*command, env=no_npm, process=True)
         assert proc.returncode == 3, proc.stderr
         assert proc.stderr == (
             "environment unusable: npm is not installed: onnxruntime-web versions come from "
@@ -123,6 +125,7 @@ def test_a_wgpu_run_of_a_suite_naming_unpublished_versions_needs_no_npm(no_npm, 
         "run", "suites/bugs/ort-29273-cpp-capture-1.24.yaml", "--backend", "wgpu",
         "--out", tmp_path / "out", "--runs", "2", "--no-localize",
         env={**no_npm, "XDG_RUNTIME_DIR": os.environ.get("XDG_RUNTIME_DIR", str(tmp_path))},
+        process=True,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     [results] = (tmp_path / "out" / "runs").glob("*/results.jsonl")

@@ -46,7 +46,8 @@ from runner.report.history import load_history
 from runner.report.junit import junit_xml
 from runner.verdicts import VERDICT_CODES, VERDICTS
 
-REPO = Path(__file__).resolve().parents[1]
+from .conftest import REPO
+
 RESULT_SCHEMA = json.loads((REPO / "schemas" / "result.schema.json").read_text())
 SUITE_SCHEMA = json.loads((REPO / "schemas" / "suite.schema.json").read_text())
 JUNIT_XSD = REPO / "tests" / "data" / "junit-10.xsd"

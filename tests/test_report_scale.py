@@ -27,7 +27,8 @@ from runner.history.record import result_id
 from runner.report import build_reports
 from runner.report.model import DATA_FILE, SHOWN_ROWS
 
-REPO = Path(__file__).resolve().parents[1]
+from .conftest import REPO
+
 VALIDATOR = jsonschema.Draft202012Validator(
     json.loads((REPO / "schemas" / "result.schema.json").read_text())
 )

@@ -23,7 +23,7 @@ from runner.schedule import Feed
 from runner.step import judged_scenario
 from runner.suite.loader import load_suite
 
-REPO = Path(__file__).resolve().parents[1]
+from .conftest import REPO, regress
 
 HEADER = """name: scenarios
 models:
@@ -93,12 +93,7 @@ def test_a_step_on_an_unknown_or_released_session_is_refused_at_its_line(tmp_pat
 
 def test_a_misspelt_step_is_a_schema_error_at_its_line_with_exit_2(tmp_path):
     path = _suite(tmp_path, "      - run: p\n      - rerun: p\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "runner", "validate", str(path)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    result = regress("validate", path)
     assert result.returncode == 2
     assert f"{path}:17:" in result.stdout + result.stderr
     assert "Traceback" not in result.stderr
@@ -130,12 +125,7 @@ def test_a_failure_after_the_last_step_is_the_last_steps_named_as_the_clean_ups(
 
 
 def _run(path: Path, out: Path, *extra: str) -> tuple[int, dict]:
-    result = subprocess.run(
-        [sys.executable, "-m", "runner", "run", str(path), "--out", str(out), "-q", *extra],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    result = regress("run", path, "--out", out, "-q", *extra)
     (lines,) = [p.read_text() for p in (out / "runs").glob("*/results.jsonl")][-1:]
     return result.returncode, json.loads(lines.splitlines()[-1])
 
@@ -155,13 +145,10 @@ def test_a_wgpu_scenario_passes_clean_and_names_the_step_a_fault_fails(tmp_path)
     # Its repro bundle, moved elsewhere, replays the steps and judges them as the suite did;
     # without the fault, the same steps pass.
     made = tmp_path / "made"
-    bundled = subprocess.run(
-        [sys.executable, "-m", "runner", "repro", faulty["result_id"], "--reports"]
-        + [str(tmp_path / "faulty"), "--out", str(made), "--with-fault"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    bundled = regress(
+        "repro", faulty["result_id"], "--reports", tmp_path / "faulty", "--out", made,
+        "--with-fault",
+    )  # fmt: skip
     assert bundled.returncode == 0, bundled.stderr
     assert "reproduced: stale-input" in bundled.stdout
     bundle = shutil.move(made, tmp_path / "elsewhere")
@@ -192,13 +179,7 @@ def test_a_capture_session_that_runs_eager_is_capture_not_engaged_at_its_first_r
 @pytest.mark.gpu
 def test_the_run_timeout_stops_scenarios_as_it_stops_cases(tmp_path):
     path = _suite(tmp_path, "      - run: p\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "runner", "run", str(path), "--out", str(tmp_path), "-q"]
-        + ["--run-timeout", "0.000001"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    result = regress("run", path, "--out", tmp_path, "-q", "--run-timeout", "0.000001")
     (run_json,) = (tmp_path / "runs").glob("*/run.json")
     run = json.loads(run_json.read_text())
     assert (run["status"], run["message"]) == (

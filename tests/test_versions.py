@@ -294,9 +294,9 @@ def test_bad_versions_are_located_invalid_input(offline_cache, write_suite):
 def test_npm_unreachable_and_nothing_cached_is_exit_3_when_asked(tmp_path, write_suite):
     suite = write_suite(SUITE.format(version="'1.24.3'"))
     env = {"REGRESS_CACHE_DIR": str(tmp_path / "empty"), **CLOSED_REGISTRY}
-    validated = regress("validate", suite, env=env)
+    validated = regress("validate", suite, env=env, process=True)
     assert validated.returncode == 0, validated.stderr
-    proc = regress("list", suite, env=env)
+    proc = regress("list", suite, env=env, process=True)
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.startswith(
         "environment unusable: npm view onnxruntime-web failed: npm error"
@@ -309,7 +309,9 @@ def test_a_cached_version_needs_no_network(tmp_path, write_suite):
     (cache / "onnxruntime-web" / "1.24.3").mkdir(parents=True)
     (cache / "onnxruntime-web" / "1.24.3" / ".complete").touch()
     suite = write_suite(SUITE.format(version="'1.24.3'"))
-    proc = regress("list", suite, env={"REGRESS_CACHE_DIR": str(cache), **CLOSED_REGISTRY})
+    proc = regress(
+        "list", suite, env={"REGRESS_CACHE_DIR": str(cache), **CLOSED_REGISTRY}, process=True
+    )
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.splitlines()) == 2
 
