@@ -228,6 +228,25 @@ def test_two_bugs_of_one_verdict_are_both_found_apart_by_their_ops(tmp_path):
         assert f"{Path(finding.yaml).name}: reproduced under run" in printed, printed
 
 
+@pytest.mark.pypi
+def test_explore_runs_generated_models_on_the_cpp_ep_on_lavapipe(tmp_path):
+    """ort-native without a GPU (onnxruntime-webgpu on lavapipe): explore judges drawn models on
+    ONNX Runtime's C++ EP and finds its stale replay of a view output at once; the backend
+    writes no repro bundles, so each finding is its suite file alone, reproduced under run."""
+    done = regress(
+        "explore", "--models", "generated", "--backend", "ort-native", "--budget", "15s",
+        "--seed", "1", "--out", tmp_path / "found", "--database", tmp_path / "db",
+        process=True,
+    )  # fmt: skip
+    printed = done.stdout + done.stderr
+    assert done.returncode == 1, printed
+    assert "reproduced under run (1 failing case(s), as expected); ort-native writes no repro" in (
+        printed
+    )
+    found = list((tmp_path / "found").glob("*.yaml"))
+    assert found and not [p for p in (tmp_path / "found").iterdir() if p.is_dir()]
+
+
 @pytest.mark.gpu
 def test_a_clean_explore_finds_nothing(tmp_path):
     code, printed = _explore(tmp_path, "--seed", "3", budget="20s")

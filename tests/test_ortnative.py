@@ -1,7 +1,8 @@
-"""The ort-native backend: versions as onnxruntime + plugin pairs, their environments, the
-skip on a machine without a GPU, and its bindings and faults run for real on onnxruntime's CPU EP
-(``--adapter cpu``). Tests marked ``ort_gpu`` need a GPU that ONNX Runtime's WebGPU EP finds:
-``nox -s gpu`` runs them (README: GPU runs)."""
+"""The ort-native backend: versions (onnxruntime + plugin pairs, onnxruntime-webgpu builds),
+their environments, ONNX Runtime's C++ WebGPU EP run for real on lavapipe (Mesa 25, fetched into
+the cache folder) on a machine without a GPU, the plugin's skip there, and the bindings and
+faults on onnxruntime's CPU EP (``--adapter cpu``). Tests marked ``ort_gpu`` need a GPU that ONNX
+Runtime's WebGPU EP finds: ``nox -s gpu`` runs them (README: GPU runs)."""
 
 from __future__ import annotations
 
@@ -60,17 +61,26 @@ def results_of(out) -> dict[str, dict]:
 @pytest.mark.parametrize(
     ("text", "exact"),
     [
-        (None, f"{versions.PINNED_ORT}+ep{versions.PINNED_EP}"),
-        ("pinned", f"{versions.PINNED_ORT}+ep{versions.PINNED_EP}"),
         ("1.31.1", f"1.31.1+ep{versions.PINNED_EP}"),
         ("ep0.3.0", f"{versions.PINNED_ORT}+ep0.3.0"),
         ("1.31.1+ep0.3.0", "1.31.1+ep0.3.0"),
         ("1.33.0rc1+ep0.5.0", "1.33.0rc1+ep0.5.0"),
+        ("webgpu-1.25.1", "webgpu-1.25.1"),
     ],
 )
-def test_a_version_names_an_onnxruntime_and_plugin_pair(text, exact):
+def test_a_version_names_an_onnxruntime_and_plugin_pair_or_an_onnxruntime_webgpu(text, exact):
     assert NativeVersion.parse(text).exact == exact
     assert NativeVersion.parse(exact) == NativeVersion.parse(text)
+    assert NativeVersion.parse(text).builtin == exact.startswith("webgpu-")
+
+
+@pytest.mark.parametrize("gpu", [True, False])
+def test_pinned_is_the_plugin_where_onnxruntime_finds_a_gpu_else_onnxruntime_webgpu(
+    gpu, monkeypatch
+):
+    monkeypatch.setattr(versions, "gpu_found", lambda: gpu)
+    pinned = f"{versions.PINNED_ORT}+ep{versions.PINNED_EP}" if gpu else "webgpu-1.27.0"
+    assert NativeVersion.parse(None).exact == NativeVersion.parse("pinned").exact == pinned
 
 
 @pytest.mark.parametrize("text", ["", "latest", "ep", "1.31.1+0.3.0", "ep0.3.0+1.31.1", "v1.2"])
@@ -148,20 +158,90 @@ def test_the_descriptor_imports_no_onnxruntime():
 
 @pytest.mark.pypi
 @pytest.mark.skipif(os.environ.get("REGRESS_GPU_TESTS") == "1", reason="a GPU is promised here")
-def test_without_a_gpu_every_case_is_skipped_with_the_reason_and_the_run_is_green(
-    write_suite, tmp_path
-):
+def run_json(out) -> dict:
+    (folder,) = (out / "runs").iterdir()
+    return json.loads((folder / "run.json").read_text())
+
+
+@pytest.mark.pypi
+def test_without_a_gpu_the_cpp_ep_runs_on_lavapipe_and_says_so(write_suite, tmp_path):
+    """No GPU here: pinned is onnxruntime-webgpu on lavapipe (Mesa 25 in the cache folder), every
+    case runs on ONNX Runtime's C++ WebGPU EP, each replay proved by onnxruntime's log, and the
+    run names the build and the Vulkan driver the process loaded. The plugin, named, finds no
+    GPU: its cases skip with the reason; on lavapipe it is refused, naming the build that runs."""
+    assert not versions.gpu_found()
     path = write_suite(SUITE)
     proc = regress("run", path, "--out", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
     results = results_of(tmp_path / "out")
-    assert len(results) == 10
-    for result in results.values():
-        assert result["verdict"] == "skipped"
-        assert result["message"].startswith("no WebGPU EP device: ONNX Runtime found no GPU")
+    assert len(results) == 10 and {r["verdict"] for r in results.values()} == {"pass"}
+    assert {r["version"] for r in results.values()} == {"webgpu-1.27.0"}
+    captured = [r for r in results.values() if r["capture"] == "capture"]
+    assert captured and all(r["trace"]["replay_reruns"] == 0 for r in captured)
+    [environment] = run_json(tmp_path / "out")["environment"]["backends"]["ort-native"][
+        "versions"
+    ].values()
+    assert environment["build"] == "onnxruntime-webgpu"
+    assert environment["onnxruntime"] == "1.27.0" and environment["onnxruntime_ep_webgpu"] is None
+    assert environment["device"].startswith("lavapipe (Mesa's Vulkan on the CPU): ")
+    assert "/mesa/25.0.7" in environment["device"]
+
+    plugin = f"{versions.PINNED_ORT}+ep{versions.PINNED_EP}"
+    for extra, said in [
+        ((), "no WebGPU EP device: ONNX Runtime found no GPU"),
+        (("--adapter", "lavapipe"), "never on lavapipe: name an onnxruntime-webgpu build"),
+    ]:
+        out = tmp_path / f"plugin{len(extra)}"
+        regress("run", path, "--ort-native-version", plugin, *extra, "--out", out)
+        for result in results_of(out).values():
+            assert result["verdict"] == "skipped" and said in result["message"]
     checks = {check.check: check for check in REGISTRY["ort-native"].checks()}
-    assert checks["environment"].ok
-    assert not checks["WebGPU EP device"].ok and checks["WebGPU EP device"].skips
+    assert checks["onnxruntime-webgpu on lavapipe"].ok
+    assert not checks["the plugin on a GPU"].ok and checks["the plugin on a GPU"].skips
+
+
+@pytest.mark.pypi
+def test_a_webgpu_ep_that_will_not_start_fails_its_cases_never_the_cpu(
+    write_suite, tmp_path, monkeypatch
+):
+    """Dawn without an adapter (an ICD file naming no driver): onnxruntime would fall back to
+    its CPU EP without raising; the cases skip with the EP's own error instead."""
+    monkeypatch.setenv("REGRESS_LAVAPIPE_ICD", str(tmp_path / "no-driver.json"))
+    (tmp_path / "no-driver.json").write_text('{"file_format_version": "1.0.0", "ICD": {}}')
+    path = write_suite(SUITE)
+    regress("run", path, "--out", tmp_path / "out")
+    for result in results_of(tmp_path / "out").values():
+        assert result["verdict"] == "skipped"
+        assert "WebGPU EP did not start" in result["message"], result["message"]
+
+
+@pytest.mark.pypi
+def test_float16_captures_on_lavapipe_and_is_skipped_where_the_adapter_lacks_it(tmp_path):
+    """suites/float16.yaml: a float16 MLP captured on ONNX Runtime's C++ EP (lavapipe has
+    shader-f16) within float16's tolerance of onnxruntime CPU, its replays proved; the ort-web
+    cases skip (SwiftShader lacks shader-f16), as the run on ort-native needs no browser."""
+    out = tmp_path / "out"
+    proc = regress("run", "suites/float16.yaml", "--filter", "backend=ort-native", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    results = results_of(out)
+    assert {(r["capture"], r["verdict"]) for r in results.values()} == {
+        ("eager", "pass"),
+        ("capture", "pass"),
+    }
+    [captured] = [r for r in results.values() if r["capture"] == "capture"]
+    assert captured["trace"]["replay_reruns"] == 0
+    assert 0 < captured["max_abs_error"] <= 3.90625e-3  # float16's rounding, not zero
+
+
+@pytest.mark.pypi
+def test_the_ort_native_canaries_fire_on_lavapipe(tmp_path):
+    """suites/canaries.yaml's ort-native canaries on real capture (lavapipe): each fault seen by
+    its detector, the clean cases passing."""
+    out = tmp_path / "out"
+    proc = regress("run", "suites/canaries.yaml", "--filter", "backend=ort-native", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    verdicts = {r["verdict"] for r in results_of(out).values() if r["injected"]}
+    assert verdicts == {"stale-layout", "stale-input", "wrong-graph", "capture-not-engaged"}
 
 
 @pytest.mark.pypi

@@ -12,8 +12,10 @@ opening the backend returns at once, and its first call waits for the boot.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import sys
+from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -25,11 +27,19 @@ GRACE_S = 10.0  # beyond the case timeout, which the backend enforces itself bet
 BOOT_TIMEOUT_S = 120.0
 
 
-def _serve(factory: str, options: BackendOptions, conn: Connection, path: tuple[str, ...]) -> None:
+def _serve(
+    factory: str,
+    options: BackendOptions,
+    conn: Connection,
+    path: tuple[str, ...],
+    environ: Mapping[str, str],
+) -> None:
     """The child: create the backend, then answer (method, args) requests until told to stop.
-    `path` goes first on ``sys.path`` before the factory is imported (a version's packages)."""
+    `path` goes first on ``sys.path`` and `environ` into the environment before the factory is
+    imported (a version's packages; a Vulkan driver for this process alone)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it closes us
     sys.path[:0] = path
+    os.environ.update(environ)
     try:
         backend = resolve(factory)(options)
     except EnvironmentUnusable as unusable:
@@ -50,9 +60,15 @@ class IsolatedBackend:
     called with the options); the parent never imports the factory's module."""
 
     def __init__(
-        self, name: str, factory: str, options: BackendOptions, path: tuple[str, ...] = ()
+        self,
+        name: str,
+        factory: str,
+        options: BackendOptions,
+        path: tuple[str, ...] = (),
+        environ: Mapping[str, str] | None = None,
     ):
         self.name, self.factory, self.options, self.path = name, factory, options, path
+        self.environ = dict(environ or {})
         self._context = multiprocessing.get_context("spawn")  # the parent may run threads
         self._child: multiprocessing.Process | None = None
         self._conn: Connection | None = None
@@ -62,7 +78,9 @@ class IsolatedBackend:
         """Spawn the child; it boots (imports, adapter, device) while the parent goes on."""
         self._conn, child_end = self._context.Pipe()
         self._child = self._context.Process(
-            target=_serve, args=(self.factory, self.options, child_end, self.path), daemon=True
+            target=_serve,
+            args=(self.factory, self.options, child_end, self.path, self.environ),
+            daemon=True,
         )
         self._child.start()
         child_end.close()

@@ -35,7 +35,7 @@ from runner.explore.space import ExploredModel
 from runner.history import CaseResult
 from runner.matrix import Case, expand_suite
 from runner.pipeline import execute
-from runner.repro.command import ReproOptions
+from runner.repro.command import ReproOptions, repro_descriptor
 from runner.repro.make import make_bundle
 from runner.selection import Selection, select
 from runner.step import Oracle, Step, Stepped
@@ -198,8 +198,11 @@ def reproduce(path: Path, options: BackendOptions, say: Callable[[str], None]) -
         bundled = failing[0]
         node = bundled.divergent_node or {}
         node = f"{node['name']} ({node['op_type']})" if "name" in node else None
+        where = f", first divergent node {node}" if node else ""
+        reproduced = f"reproduced under run ({len(failing)} failing case(s), as expected){where}"
+        if repro_descriptor(bundled) is None:
+            return f"{reproduced}; {bundled.backend} writes no repro bundles"
         repro = ReproOptions(out=path.with_suffix(""), with_fault=bool(options.inject), force=True)
         made = make_bundle(Path(reports), bundled.result_id, repro, lambda text: None)
-        where = f", first divergent node {node}" if node else ""
         say(f"bundled {bundled.case_id} ({made.verdict}{where}) in {made.folder}")
-        return f"reproduced under run ({len(failing)} failing case(s), as expected){where}"
+        return reproduced

@@ -26,6 +26,7 @@ from runner.explore.space import ExploredModel
 from runner.history import CaseResult
 from runner.matrix import ScenarioTarget
 from runner.repro import bundle
+from runner.repro.command import repro_descriptor
 from runner.repro.scenario import write_scenario_bundle
 from runner.scenario.values import RUN
 from runner.step import Stepped
@@ -182,7 +183,10 @@ def _write_bundle(
     injected: frozenset[str],
     seed: int | None,
 ) -> None:
-    """The finding's repro bundle, beside its YAML, from the run that found it."""
+    """The finding's repro bundle, beside its YAML, from the run that found it (none where its
+    backend writes none)."""
+    if repro_descriptor(failure.result) is None:
+        return
     target = failure.scenario.backends[0]
     item = ScenarioTarget(failure.explored.suite, failure.scenario, target)
     bundle.clear_previous(folder)  # a finding written again replaces its bundle

@@ -59,7 +59,7 @@ def open_child(options: BackendOptions) -> tuple[IsolatedBackend, dict[str, Any]
         )
     path: tuple[str, ...] = ()
     if not options.on_cpu:  # the plugin, as ort-native installs it for its pinned pair
-        path = (str(install(NativeVersion.parse(None))),)
+        path = (str(install(NativeVersion.plugin())),)
     child = IsolatedBackend(NAME, CHILD_FACTORY, options, path=path)
     try:
         environment = child.environment()

@@ -11,19 +11,25 @@ from typing import Any
 
 from runner.backends.base import BackendOptions, BackendRun, Work
 from runner.backends.isolated import IsolatedBackend
+from runner.backends.ortnative import lavapipe
 from runner.backends.ortnative.environments import install
-from runner.backends.ortnative.versions import NativeVersion
+from runner.backends.ortnative.versions import PINNED_WEBGPU, NativeVersion
 from runner.errors import EnvironmentUnusable
 from runner.scenario.values import ScenarioRun
 
 NAME = "ort-native"
+LAVAPIPE = "lavapipe"  # --adapter lavapipe: Mesa 25's, for onnxruntime-webgpu
 CHILD_FACTORY = "runner.backends.ortnative.ep:EpBackend"
 
 
 def open_version(version: NativeVersion, options: BackendOptions) -> tuple[IsolatedBackend, dict]:
     """A booted child running `version` and its environment (run.json); EnvironmentUnusable
-    when this machine cannot run it (no GPU, or the environment is not what it should be)."""
-    child = IsolatedBackend(NAME, CHILD_FACTORY, options, path=(str(install(version)),))
+    when this machine cannot run it (no GPU for the plugin, no lavapipe for onnxruntime-webgpu,
+    or the environment is not what it should be)."""
+    site = (str(install(version)),)
+    child = IsolatedBackend(
+        NAME, CHILD_FACTORY, options, path=site, environ=_vulkan(version, options)
+    )
     try:
         environment = child.environment()
     except EnvironmentUnusable:
@@ -37,6 +43,30 @@ def open_version(version: NativeVersion, options: BackendOptions) -> tuple[Isola
             f"{ran[1]}"
         )
     return child, environment
+
+
+def _vulkan(version: NativeVersion, options: BackendOptions) -> dict[str, str]:
+    """What the child's environment adds: onnxruntime-webgpu runs on lavapipe (Mesa 25's, this
+    process alone pointed at it) unless ``--adapter`` names another adapter; the plugin takes
+    the GPUs ONNX Runtime finds, never lavapipe."""
+    wants_lavapipe = (options.adapter or LAVAPIPE).lower() == LAVAPIPE
+    if not version.builtin:
+        if options.adapter and options.adapter.lower() == LAVAPIPE:
+            raise EnvironmentUnusable(
+                f"{version.exact} is onnxruntime's WebGPU EP plugin, which runs on the GPUs ONNX "
+                f"Runtime finds, never on lavapipe: name an onnxruntime-webgpu build "
+                f"(--ort-native-version webgpu-{PINNED_WEBGPU})"
+            )
+        return {}
+    if options.on_cpu or not wants_lavapipe:
+        return {}
+    icd = lavapipe.icd_file()
+    if icd is None:
+        raise EnvironmentUnusable(
+            f"no lavapipe from Mesa 25 for {version.exact}: the run installs it into the cache "
+            f"folder where apt-get can (Debian 12), else set ${lavapipe.ICD_ENV}"
+        )
+    return {"VK_ICD_FILENAMES": str(icd)}
 
 
 class OrtNativeBackend:

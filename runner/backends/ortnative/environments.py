@@ -2,9 +2,10 @@
 cache folder on first use, and put first on the ``sys.path`` of the child process that runs the
 version (``backend``), so that every version runs beside the others in one run.
 
-An environment holds only what the pair adds to the runner's own environment: the plugin, and
-onnxruntime unless the runner's own onnxruntime (the oracle) is that very version. Its other
-Python dependencies (numpy, protobuf...) are the runner's. pip honours its usual settings
+An environment holds only what the version adds to the runner's own environment: the plugin,
+and onnxruntime unless the runner's own onnxruntime (the oracle) is that very version; or
+onnxruntime-webgpu (which installs as ``onnxruntime``), beside lavapipe (``lavapipe``). Its
+other Python dependencies (numpy, protobuf...) are the runner's. pip honours its usual settings
 (``PIP_INDEX_URL``, ``PIP_FIND_LINKS``, ``PIP_NO_INDEX``), so a machine without a registry
 installs from a folder of wheels. An install goes to a temporary folder renamed into place when
 complete, so concurrent runs never see half an environment.
@@ -21,7 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from runner.backends.base import BackendTarget
-from runner.backends.ortnative.versions import EP_PACKAGE, ORT_PACKAGE, NativeVersion
+from runner.backends.ortnative import lavapipe
+from runner.backends.ortnative.versions import (
+    EP_PACKAGE,
+    ORT_PACKAGE,
+    WEBGPU_PACKAGE,
+    NativeVersion,
+)
 from runner.environment import package_version
 from runner.errors import EnvironmentUnusable
 from runner.files import CACHE_ENV, cache_root, make_temporary_folder
@@ -56,10 +63,13 @@ def install(version: NativeVersion) -> Path:
     folder = environments_folder() / version.exact
     staging = make_temporary_folder(folder.parent, f".{version.exact}.")
     try:
-        include_ort = package_version(ORT_PACKAGE) != version.ort
-        packages = [f"{EP_PACKAGE}=={version.ep}"]
-        if include_ort:
-            packages.append(f"{ORT_PACKAGE}=={version.ort}")
+        if version.builtin:
+            include_ort, packages = True, [f"{WEBGPU_PACKAGE}=={version.ort}"]
+        else:
+            include_ort = package_version(ORT_PACKAGE) != version.ort
+            packages = [f"{EP_PACKAGE}=={version.ep}"]
+            if include_ort:
+                packages.append(f"{ORT_PACKAGE}=={version.ort}")
         _pip("install", "--no-deps", "--no-compile", "--target", str(staging / "site"), *packages)
         manifest = {"onnxruntime": version.ort, "plugin": version.ep}
         manifest["onnxruntime_included"] = include_ort
@@ -92,12 +102,19 @@ def _pip(*args: str) -> None:
 
 
 def prepare_run(targets: Sequence[BackendTarget], say: Callable[[str], None]) -> dict[str, Any]:
-    """Install every version the run's targets need (run.json: what each label ran)."""
+    """Install every version the run's targets need, and lavapipe for onnxruntime-webgpu
+    (run.json: what each label ran). Lavapipe that cannot be installed is said, and left for
+    the version's cases to skip with the reason."""
     labels = {}
     for target in targets:
         version = NativeVersion.parse(target.version)
         if site_for(version) is None:
             say(f"installing {version.exact} into {environments_folder()} (pip)")
         install(version)
+        if version.builtin:
+            try:
+                lavapipe.install(say)
+            except EnvironmentUnusable as unusable:
+                say(f"{unusable}: {version.exact}'s cases skip")
         labels[target.declared or version.exact] = version.exact
     return {"ort_native_versions": labels}

@@ -2,11 +2,16 @@
 
 Eager runs are what an application without capture does: numpy in, numpy out. Capture runs take
 the only path onnxruntime's Python API offers (microsoft/onnxruntime#32074): per graph, WebGPU
-OrtValues made by the session, written in place before each run (``update_inplace``), bound once
-to an IOBinding, run with the run option ``gpu_graph_id`` and read back with
-``copy_outputs_to_cpu``. The API refuses what a capture cannot honour, by design: a new buffer
-after a graph was captured (``buffers: {inputs: fresh}`` or ``{outputs: fresh}``), and outputs
-onnxruntime allocates itself, so ``outputs: none`` binds fixed outputs as ``rewrite`` does.
+OrtValues, written in place before each run, bound once to an IOBinding, run with the run option
+``gpu_graph_id`` and read back with ``copy_outputs_to_cpu``. The plugin's session makes the
+values and writes them (``update_inplace``); onnxruntime-webgpu's Python API can do neither on
+its device, so its values are the outputs of a one-node upload session bound to the device, and
+are written with ``copy_tensors`` (``builtin.DeviceValues``). The API refuses what a capture
+cannot honour, by design: a new buffer after a graph was captured (``buffers: {inputs: fresh}``
+or ``{outputs: fresh}``), and outputs onnxruntime allocates itself, so ``outputs: none`` binds
+fixed outputs as ``rewrite`` does. A session onnxruntime made on the CPU EP alone (its answer
+when the WebGPU EP fails) is an error, never a pass; the nodes it runs on the CPU beside the
+EP are named in the run's details.
 Sessions stay alive until the next sequence begins, so a revisit replays an earlier capture.
 
 Every capture run is checked against onnxruntime's log (``replays``): a graph's first run must
@@ -16,6 +21,7 @@ record, every later run must replay that graph.
 from __future__ import annotations
 
 import functools
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +39,7 @@ from runner.backends.base import (
     Work,
     case_timeout,
 )
+from runner.backends.ortnative.builtin import WEBGPU_EP, DeviceValues, one_node, vulkan_driver
 from runner.backends.ortnative.faults import (
     CAPTURE_OPTION_DROPPED,
     GRAPHS_SHARE_INPUTS,
@@ -55,10 +62,15 @@ from runner.suite.spec import BufferModes
 from runner.verdicts import onnxruntime_lacks
 from runner.workload import Workload
 
-WEBGPU_EP = "WebGpuExecutionProvider"
 CPU_EP = "CPUExecutionProvider"
-# ONNX Runtime's device discovery, not Dawn, decides: it offers the EP real GPUs only.
+# ONNX Runtime's device discovery, not Dawn, decides: it offers the plugin real GPUs only.
 NO_GPU = "no WebGPU EP device: ONNX Runtime found no GPU (lavapipe and SwiftShader do not count)"
+# onnxruntime-webgpu takes its options as session config entries (its provider options are
+# ignored, even a bogus one)
+CAPTURE_ENTRY = "ep.webgpuexecutionprovider.enableGraphCapture"
+# What onnxruntime logs (at INFO) for a node the WebGPU EP will not take; it then runs the node
+# on the CPU without a word more.
+_NO_KERNEL = re.compile(r"webgpu kernel not found in registries for Op type: (\S+) node name: (.*)")
 
 
 class Refused(Exception):
@@ -84,6 +96,10 @@ class GraphBinding:
 class NativeSession:
     session: Any
     signature: tuple
+    # Nodes onnxruntime runs on the CPU beside the WebGPU EP: outside capture the EP leaves
+    # some (int64 Cast and Unsqueeze of shapes and masks) to the CPU by design; a capture
+    # session takes every node or is refused (capture-unsupported).
+    on_cpu: tuple[str, ...] = ()
     graphs: dict[int, GraphBinding] = field(default_factory=dict)
 
 
@@ -153,15 +169,39 @@ class EpBackend:
         description holds it (a vendor, a PCI bus id)."""
         self.options = options
         self.provider = CPU_EP if options.on_cpu else WEBGPU_EP
-        if not options.on_cpu:
-            import onnxruntime_ep_webgpu  # the plugin, from this version's environment
+        # onnxruntime-webgpu: the EP built in, on the adapter Dawn takes (lavapipe, where the
+        # parent points this process at it); else the plugin, on a device ONNX Runtime found
+        self.builtin = not options.on_cpu and WEBGPU_EP in ort.get_available_providers()
+        self.values = DeviceValues() if self.builtin else None
+        if self.builtin:
+            self.device, self.adapter = None, self._probe()
+        else:
+            if not options.on_cpu:
+                import onnxruntime_ep_webgpu  # the plugin, from this version's environment
 
-            library = onnxruntime_ep_webgpu.get_library_path()
-            ort.register_execution_provider_library("webgpu", library)
-        self.device = self._pick_device(None if options.on_cpu else options.adapter)
+                library = onnxruntime_ep_webgpu.get_library_path()
+                ort.register_execution_provider_library("webgpu", library)
+            self.device = self._pick_device(None if options.on_cpu else options.adapter)
+            self.adapter = describe(self.device)
         self.memory = "cpu" if options.on_cpu else "webgpu"
         self._sessions: dict[tuple[str, str], NativeSession] = {}
         self._sequence: tuple | None = None
+
+    def _probe(self) -> str:
+        """The adapter onnxruntime-webgpu runs on, as this process loaded it, after a one-node
+        session ran on the EP; EnvironmentUnusable when the EP would not start (onnxruntime
+        then falls back to the CPU without raising)."""
+        model = one_node("Relu", np.float32, (1,))
+        with ort_log() as lines:
+            session = ort.InferenceSession(model, providers=[WEBGPU_EP])
+        if session.get_providers()[0] != WEBGPU_EP:
+            said = [line for line in lines if "Error" in line or "adapter" in line]
+            raise EnvironmentUnusable(
+                f"onnxruntime-webgpu {ort.__version__}'s WebGPU EP did not start: "
+                + (" ".join(said[-2:]) or "no word from onnxruntime")
+            )
+        session.run(None, {"x": np.ones(1, np.float32)})
+        return vulkan_driver()
 
     def _pick_device(self, preference: str | None):
         devices = [d for d in ort.get_ep_devices() if d.ep_name == self.provider]
@@ -179,13 +219,16 @@ class EpBackend:
         return {
             "onnxruntime": ort.__version__,
             "onnxruntime_ep_webgpu": package_version("onnxruntime-ep-webgpu"),
+            "build": "onnxruntime-webgpu" if self.builtin else "onnxruntime + plugin",
             "provider": self.provider,
-            "device": describe(self.device),
+            "device": self.adapter,
             "faults": sorted(self.options.inject),
         }
 
     def close(self) -> None:
-        self._sessions.clear()
+        self._sessions.clear()  # the bindings go before the values' sessions
+        if self.values is not None:
+            self.values.close()
 
     def run(self, work: Work) -> BackendRun | ScenarioRun:
         if isinstance(work, ScenarioWork):
@@ -273,6 +316,10 @@ class EpBackend:
             for dim, value in workload.shared_shape.items():
                 options.add_free_dimension_override_by_name(dim, value)
         capture = capture and CAPTURE_OPTION_DROPPED not in faults
+        if self.builtin:
+            if capture:
+                options.add_session_config_entry(CAPTURE_ENTRY, "1")
+            return ort.InferenceSession(workload.model, options, providers=[WEBGPU_EP])
         provider_options = (
             {"enableGraphCapture": "1"} if capture and self.provider == WEBGPU_EP else {}
         )
@@ -318,6 +365,8 @@ class EpBackend:
         timed_out = len(runs) < len(feeds)
         timings = Timings.of_runs(session_ms, times)
         details: dict[str, Any] = {"session_created": created, "provider": self.provider}
+        if native.on_cpu:
+            details["on_cpu"] = list(native.on_cpu)
         if case.capture:
             details["replayed_graphs"] = replayed
         if faults:
@@ -347,7 +396,12 @@ class EpBackend:
             raise SessionRefused(
                 _refusal(f"{type(exc).__name__}: {exc}", logged_errors(lines))
             ) from None
-        return NativeSession(made, signature(workload))
+        if self.provider == WEBGPU_EP and made.get_providers()[0] != WEBGPU_EP:
+            raise SessionRefused(
+                BackendRun("error", message="onnxruntime made the session on the CPU EP alone")
+            )
+        on_cpu = [f"{op} (node {name!r})" for op, name in _NO_KERNEL.findall("\n".join(lines))]
+        return NativeSession(made, signature(workload), tuple(dict.fromkeys(on_cpu)))
 
     def _run_once(
         self,
@@ -397,12 +451,11 @@ class EpBackend:
             caches = {past: binding.outputs[present] for present, past in workload.in_place.items()}
         io = native.session.io_binding()
         for name, value in inputs.items():
-            array = np.ascontiguousarray(value)
             if name in caches:
-                caches[name].update_inplace(array)
+                self._write(caches[name], value)
                 io.bind_ortvalue_input(name, caches[name])
             else:
-                io.bind_cpu_input(name, array)
+                io.bind_cpu_input(name, np.ascontiguousarray(value))
         for name in workload.output_names:
             if name in workload.in_place:
                 io.bind_ortvalue_output(name, caches[workload.in_place[name]])
@@ -420,7 +473,19 @@ class EpBackend:
         return OneRun(outputs, False, tuple(replayed_graphs(lines)), logged_errors(lines))
 
     def _value(self, native: NativeSession, shape, dtype) -> Any:
+        if self.values is not None:
+            return self.values.value(shape, dtype)
+        if self.memory == "cpu":  # every version's API has this one
+            return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, "cpu", 0)
         return native.session.create_ortvalue_from_shape_and_type(list(shape), dtype, self.memory)
+
+    def _write(self, value, array: np.ndarray) -> None:
+        """`array` into the device value `value`, in place."""
+        array = np.ascontiguousarray(array)
+        if self.values is not None:
+            ort.copy_tensors([ort.OrtValue.ortvalue_from_numpy(array)], [value], None)
+        else:
+            value.update_inplace(array)
 
     def _binding(self, native, graph, inputs, shared: Shared) -> GraphBinding:
         """The graph's binding, made and bound on its first run; an output the workload's
@@ -435,7 +500,7 @@ class EpBackend:
         if INPUT_SNAPSHOT_AT_CAPTURE in faults:
             bound = {name: self._value(native, a.shape, a.dtype) for name, a in inputs.items()}
             for name, value in bound.items():
-                value.update_inplace(np.ascontiguousarray(inputs[name]))
+                self._write(value, inputs[name])
         if GRAPHS_SHARE_INPUTS in faults and graph > 0 and 0 in native.graphs:
             bound = native.graphs[0].written
         outputs = {
@@ -491,7 +556,7 @@ class EpBackend:
         target, session = (borrowed, donor.session) if borrowed else (binding, native.session)
         for name, value in target.written.items():
             if name in inputs:  # a decoder's carried caches are not written
-                value.update_inplace(np.ascontiguousarray(inputs[name]))
+                self._write(value, inputs[name])
         run_options = ort.RunOptions()
         run_options.add_run_config_entry("gpu_graph_id", str(graph))
         session.run_with_iobinding(target.io, run_options)

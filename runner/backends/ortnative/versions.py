@@ -1,15 +1,20 @@
-"""Which onnxruntime and onnxruntime-ep-webgpu a version of ``ort-native`` names.
+"""Which ONNX Runtime build with the WebGPU EP a version of ``ort-native`` names.
 
-The WebGPU EP ships apart from onnxruntime, as the plugin package onnxruntime-ep-webgpu, so a
-version is a pair, written ``ORT+epEP`` (``1.32.0+ep0.4.0``). A suite may name the pair, the
-onnxruntime version alone (``1.31.1``: with the pinned plugin), the plugin alone (``ep0.3.0``:
-with the pinned onnxruntime), or ``pinned``. Resolving reads no registry: whether a version
-exists is learnt when it is installed (``environments``). ``bisect`` walks one component at a
-time, the one that differs between its ends, over the versions PyPI lists.
+Two builds carry ONNX Runtime's C++ WebGPU EP to Python. The plugin: onnxruntime with the
+package onnxruntime-ep-webgpu, a pair written ``ORT+epEP`` (``1.32.0+ep0.4.0``), on the GPUs
+ONNX Runtime's device discovery finds. And onnxruntime-webgpu, ONNX Runtime with the EP built
+in, written ``webgpu-VERSION`` (``webgpu-1.27.0``), whose Dawn takes any Vulkan adapter,
+lavapipe (Mesa 25) on a machine without a GPU. A suite may name a pair, the onnxruntime version
+alone (``1.31.1``: with the pinned plugin), the plugin alone (``ep0.3.0``: with the pinned
+onnxruntime), a ``webgpu-`` build, or ``pinned``: the pinned pair on a machine with a GPU, the
+pinned onnxruntime-webgpu without one. Resolving reads no registry: whether a version exists is
+learnt when it is installed (``environments``). ``bisect`` walks one component at a time, the
+one that differs between its ends, over the versions PyPI lists.
 """
 
 from __future__ import annotations
 
+import platform
 import re
 import subprocess
 import sys
@@ -21,35 +26,68 @@ from runner.errors import EnvironmentUnusable, InvalidInput
 
 ORT_PACKAGE = "onnxruntime"
 EP_PACKAGE = "onnxruntime-ep-webgpu"
-# The pair the backend runs unless told otherwise: an onnxruntime whose Python API reaches WebGPU
-# graph capture (microsoft/onnxruntime#32074; 1.31.1 has it too), with the newest plugin.
+WEBGPU_PACKAGE = "onnxruntime-webgpu"  # installs as `onnxruntime`, the WebGPU EP built in
+# The pair the backend runs on a GPU unless told otherwise: an onnxruntime whose Python API
+# reaches WebGPU graph capture (microsoft/onnxruntime#32074; 1.31.1 has it too), with the newest
+# plugin; without a GPU, the newest onnxruntime-webgpu (1.25.0 and 1.25.1 are published too).
 PINNED_ORT = "1.32.0"
 PINNED_EP = "0.4.0"
+PINNED_WEBGPU = "1.27.0"
+BUILTIN_PREFIX = "webgpu-"
 
 _NUMBER = r"\d+(?:\.\d+)*(?:[.-]?(?:a|b|rc|dev|post)\d*)*"
 _PAIR = re.compile(rf"^(?:(?P<ort>{_NUMBER})(?:\+ep(?P<ep>{_NUMBER}))?|ep(?P<ep_only>{_NUMBER}))$")
+_BUILTIN = re.compile(rf"^{BUILTIN_PREFIX}(?P<ort>{_NUMBER})$")
 SYNTAX = (
-    "pinned, an onnxruntime version (1.31.1), a plugin version (ep0.3.0) or both (1.31.1+ep0.3.0)"
+    "pinned, an onnxruntime version (1.31.1), a plugin version (ep0.3.0) or both "
+    "(1.31.1+ep0.3.0), or an onnxruntime-webgpu version (webgpu-1.27.0)"
 )
+
+
+def gpu_found() -> bool:
+    """Whether ONNX Runtime's device discovery finds a GPU here, by its own test on Linux: a
+    card under /sys/class/drm (lavapipe and SwiftShader are none). Elsewhere, assumed."""
+    if platform.system() != "Linux":
+        return True
+    return any(Path("/sys/class/drm").glob("card[0-9]*"))
 
 
 @dataclass(frozen=True)
 class NativeVersion:
-    """An exact pair: the onnxruntime and the onnxruntime-ep-webgpu that run together."""
+    """An exact build: onnxruntime with the plugin's version `ep`, or, with `ep` None,
+    onnxruntime-webgpu `ort`."""
 
     ort: str
-    ep: str
+    ep: str | None = None
+
+    @property
+    def builtin(self) -> bool:
+        """onnxruntime-webgpu: the EP built in, on any Vulkan adapter (lavapipe)."""
+        return self.ep is None
 
     @property
     def exact(self) -> str:
-        return f"{self.ort}+ep{self.ep}"
+        return f"{BUILTIN_PREFIX}{self.ort}" if self.builtin else f"{self.ort}+ep{self.ep}"
+
+    @classmethod
+    def plugin(cls) -> NativeVersion:
+        """The pinned pair of onnxruntime and the plugin."""
+        return cls(PINNED_ORT, PINNED_EP)
+
+    @classmethod
+    def pinned(cls) -> NativeVersion:
+        """The pinned pair where ONNX Runtime finds a GPU, the pinned onnxruntime-webgpu (on
+        lavapipe) where it finds none."""
+        return cls.plugin() if gpu_found() else cls(PINNED_WEBGPU)
 
     @classmethod
     def parse(cls, text: str | None) -> NativeVersion:
-        """The pair `text` names (None or ``pinned``: the pinned pair); VersionProblem if it
-        is not one of the forms above."""
+        """The build `text` names (None or ``pinned``: ``pinned()``); VersionProblem if it is
+        not one of the forms above."""
         if text is None or text == "pinned":
-            return cls(PINNED_ORT, PINNED_EP)
+            return cls.pinned()
+        if match := _BUILTIN.match(text):
+            return cls(match["ort"])
         match = _PAIR.match(text)
         if match is None:
             raise VersionProblem(f"ort-native version {text!r} is not understood", SYNTAX)
@@ -86,6 +124,14 @@ class PackageIndex:
 
     def between(self, older: str, newer: str) -> list[str]:
         low, high = NativeVersion.parse(older), NativeVersion.parse(newer)
+        if low.builtin != high.builtin:
+            raise InvalidInput(
+                f"ort-native: {older} and {newer} are builds of two kinds (onnxruntime-webgpu "
+                "and the plugin); bisect within one"
+            )
+        if low.builtin:
+            versions = _span(published(WEBGPU_PACKAGE), low.ort, high.ort)
+            return [NativeVersion(v).exact for v in versions]
         if low.ort != high.ort and low.ep != high.ep:
             raise InvalidInput(
                 f"ort-native: {older} and {newer} differ in both onnxruntime and the plugin; "
