@@ -34,6 +34,7 @@ def ort_log() -> Iterator[list[str]]:
         try:
             yield lines
         finally:
+            sys.stderr.flush()  # what Python wrote in the block (onnxruntime's EP fallback)
             os.dup2(saved, 2)
             os.close(saved)
             sink.seek(0)
