@@ -25,6 +25,9 @@ class Tolerance:
 
 
 EXACT = Tolerance(abs=0.0, rel=0.0)
+# float16's own rounding: 4 units in the last place at 1 (2^-8), absolute or relative, for a
+# result rounded to float16 at every op on both sides (onnxruntime CPU computes float16 that way)
+FLOAT16 = Tolerance(abs=2.0**-8, rel=2.0**-8)
 
 
 @dataclass(frozen=True)

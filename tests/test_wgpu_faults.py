@@ -114,14 +114,16 @@ def test_every_fault_is_declared_once_and_described():
 
 
 def test_kernel_edits_change_only_the_kernels_they_name():
-    layer_norm = layer_norm_kernel(bias=True)
+    layer_norm = layer_norm_kernel(("f32",) * 3, "f32")
     edited = SKIP_FIRST_IN_MEAN(layer_norm)
     assert edited.name == f"{layer_norm.name}!{ROW_MEAN_SKIPS_FIRST}"
     assert "var j = 1u; j < params.cols; j++) { total +=" in edited.body
-    assert SKIP_FIRST_IN_MEAN(softmax_kernel()) == softmax_kernel()  # its max loop is right
-    assert "k >= 0; k--" in REVERSED_SUM(matmul_kernel(1, bias=False)).body
+    softmax = softmax_kernel("f32")
+    assert SKIP_FIRST_IN_MEAN(softmax) == softmax  # its max loop is right
+    assert "k >= 0; k--" in REVERSED_SUM(matmul_kernel(1, ("f32",) * 2, "f32")).body
     with pytest.raises(ValueError, match="no 'for"):  # a kernel rewritten under the fault
-        REVERSED_SUM(dataclasses.replace(matmul_kernel(0, bias=True), body="out[index] = 0.0;"))
+        gemm = matmul_kernel(0, ("f32",) * 3, "f32")
+        REVERSED_SUM(dataclasses.replace(gemm, body="out[index] = 0.0;"))
 
 
 @pytest.mark.parametrize("style", STYLES)

@@ -19,6 +19,7 @@ from runner.backends.wgpu.kernels import workgroups
 from runner.compare import compare
 from runner.errors import EnvironmentUnusable
 from runner.matrix import Case
+from runner.measure import FLOAT16
 from runner.oracle import compute_reference
 from runner.suite.spec import BackendTarget, Layout, ModelSpec, Shape, Suite, Tolerance
 from runner.workload import Workload
@@ -26,6 +27,7 @@ from runner.workload import Workload
 pytestmark = pytest.mark.gpu
 
 RNG = np.random.default_rng(7)
+DEFAULT = Tolerance()
 
 
 def open_wgpu(**options):
@@ -95,7 +97,12 @@ def node_model(
 
 
 def assert_matches_onnxruntime(
-    backend, model: onnx.ModelProto, feeds: dict, capture: bool = False, order=()
+    backend,
+    model: onnx.ModelProto,
+    feeds: dict,
+    capture: bool = False,
+    order=(),
+    tolerance: Tolerance = DEFAULT,
 ) -> BackendRun:
     workload = make_workload(model, feeds, order)
     result = backend.run(CaseWork(make_case(capture), workload))
@@ -104,7 +111,7 @@ def assert_matches_onnxruntime(
     for name, value in expected.items():
         got = result.outputs[name]
         assert got.dtype == value.dtype, name
-        comparison = compare(got, value, Tolerance())
+        comparison = compare(got, value, tolerance)
         assert comparison.ok, f"{name}: {comparison}"
     return result
 
@@ -802,3 +809,58 @@ def test_matmul_nbits_blocks_not_whole_words_are_unsupported(backend):
     result = backend.run(CaseWork(make_case(), make_workload(*model)))
     assert result.status == "unsupported-op"
     assert "block_size=24" in result.message
+
+
+def halves(*shape: int, low: float = -2.0, high: float = 2.0) -> np.ndarray:
+    return floats(*shape, low=low, high=high).astype(np.float16)
+
+
+# Each kernel suites/float16.yaml's MLP uses, and the ones beside them, over float16 tensors of
+# odd sizes (a buffer's 2-byte elements padded to 4 bytes), against onnxruntime CPU in float16.
+FLOAT16_OPS = {
+    "add-broadcast": lambda: op_model("Add", {"a": halves(3, 67), "b": halves(67)}),
+    "mul": lambda: op_model("Mul", {"a": halves(2, 3, 33), "b": halves(3, 1)}),
+    "gelu": lambda: op_model("Gelu", {"x": halves(2, 129, low=-6, high=6)}, opset=20),
+    "gelu-tanh": lambda: op_model(
+        "Gelu", {"x": halves(2, 129, low=-6, high=6)}, opset=20, approximate="tanh"
+    ),
+    "sigmoid": lambda: op_model("Sigmoid", {"x": halves(5, 67, low=-8, high=8)}),
+    "matmul": lambda: op_model("MatMul", {"a": halves(3, 70), "b": halves(70, 67)}),
+    "matmul-batched": lambda: op_model("MatMul", {"a": halves(2, 3, 5, 33), "b": halves(33, 7)}),
+    "layer-norm": lambda: op_model(
+        "LayerNormalization",
+        {"x": halves(2, 3, 67), "scale": halves(67), "bias": halves(67)},
+        constants=("scale", "bias"),
+        opset=17,
+    ),
+    "softmax": lambda: op_model("Softmax", {"x": halves(3, 67, low=-6, high=6)}),
+    "reduce-mean": lambda: op_model(
+        "ReduceMean", {"x": halves(3, 5, 33), "axes": np.array([-1])}, constants=("axes",)
+    ),
+    "transpose": lambda: op_model("Transpose", {"x": halves(3, 5, 7)}, perm=[2, 0, 1]),
+    "cast-to-float16": lambda: op_model("Cast", {"x": floats(3, 67)}, to=TensorProto.FLOAT16),
+    "cast-from-float16": lambda: op_model("Cast", {"x": halves(3, 67)}, to=TensorProto.FLOAT),
+}
+
+
+@pytest.mark.parametrize("case", list(FLOAT16_OPS))
+@pytest.mark.parametrize("capture", [False, True], ids=["eager", "capture"])
+def test_float16_kernels(backend, case, capture):
+    model, feeds = FLOAT16_OPS[case]()
+    assert_matches_onnxruntime(backend, model, feeds, capture, tolerance=FLOAT16)  # dtypes too
+
+
+def test_float16_without_shader_f16_is_unsupported_naming_the_feature():
+    """An adapter without shader-f16 (as SwiftShader in Chromium): the kernel is refused before
+    WGSL compiles, naming what is missing."""
+    from runner.backends.wgpu.device import Device, request_adapter
+    from runner.backends.wgpu.kernels import compose
+    from runner.backends.wgpu.kernels.elementwise import map_kernel
+    from runner.backends.wgpu.tensors import DeviceTypeError
+
+    adapter = request_adapter(None)
+    device = Device(adapter, adapter.request_device_sync())  # no feature asked for
+    program = compose(map_kernel("Relu", "max(a, 0.0)", ["f16"], "f16", 1), ())
+    with pytest.raises(DeviceTypeError, match="float16 needs the adapter's shader-f16, which "):
+        device.pipeline(program)
+    device.device.destroy()

@@ -52,7 +52,7 @@ def test_field_names_come_from_the_shared_vocabulary():
 
 
 def test_an_order_changes_the_program_source_and_key():
-    kernel = layer_norm_kernel(bias=True)
+    kernel = layer_norm_kernel(("f32",) * 3, "f32")
     default, moved = compose(kernel, ()), compose(kernel, ("eps",))
     assert default.source != moved.source and default.key != moved.key
     assert compose(kernel, ("eps", "heads")).key == moved.key  # heads: not a field of this kernel

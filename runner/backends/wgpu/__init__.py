@@ -33,9 +33,10 @@ DESCRIPTOR = BackendDescriptor(
     factory="runner.backends.wgpu.backend:WgpuBackend",
     diagnose="runner.backends.wgpu.diagnose:diagnose",
     prepare="runner.backends.wgpu:prepare_run",
-    # WGSL has f32 and i32: integers and bool live on the device as i32 (tensors.py)
+    # WGSL has f32, f16 (shader-f16) and i32: integers and bool live on the device as i32
+    # (tensors.py)
     element_types=frozenset(
-        {"float32", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16"}
+        {"float32", "float16", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16"}
     ),
     runtime="wgpu-native",
     faults=FAULTS,

@@ -18,7 +18,8 @@ from typing import Any
 
 import wgpu
 
-from runner.backends.wgpu.kernels import Program
+from runner.backends.wgpu.kernels import Program, uses_f16
+from runner.backends.wgpu.tensors import DeviceTypeError
 from runner.backends.wgpu.uniforms import UNIFORM_SLOT
 from runner.errors import EnvironmentUnusable
 
@@ -28,6 +29,7 @@ INSTALL_HINT = (
 )
 
 STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
+F16 = "shader-f16"  # the feature float16 tensors need
 
 
 def _matches(info: dict[str, Any], preference: str) -> bool:
@@ -121,10 +123,14 @@ class Device:
     @classmethod
     def open(cls, preference: str | None) -> Device:
         adapter = request_adapter(preference)
-        return cls(adapter, adapter.request_device_sync())
+        features = [F16] if F16 in adapter.features else []
+        return cls(adapter, adapter.request_device_sync(required_features=features))
 
     def pipeline(self, program: Program) -> Pipeline:
         if program.key not in self.pipelines:
+            if uses_f16(program.kernel) and F16 not in self.device.features:
+                name = self.adapter.info["device"]
+                raise DeviceTypeError(f"float16 needs the adapter's {F16}, which {name} lacks")
             module = self.device.create_shader_module(label=program.key, code=program.source)
             read_only = {"type": wgpu.BufferBindingType.read_only_storage}
             entries = [

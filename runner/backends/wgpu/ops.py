@@ -51,6 +51,7 @@ from runner.backends.wgpu.kernels.rows import (
 )
 from runner.backends.wgpu.tensors import (
     DEVICE_TYPES,
+    FLOATS,
     DeviceTypeError,
     Tensor,
     UnsupportedOp,
@@ -125,7 +126,7 @@ def plan_node(node: Node, domain: str, ins: list[Tensor | None]) -> OpPlan:
         raise node.unsupported(str(error)) from None
 
 
-def _operand_tensor(ins: list, operand: int | np.ndarray) -> Tensor:
+def _operand_tensor(ins: list, operand: Operand) -> Tensor:
     return ins[operand] if isinstance(operand, int) else host_tensor(operand)
 
 
@@ -143,8 +144,18 @@ def _axis(axis: int, rank: int) -> int:
 
 
 def _require_float(node: Node, *tensors: Tensor) -> None:
+    if any(t.device_type not in FLOATS for t in tensors):
+        raise node.unsupported("only float32 and float16 inputs are implemented")
+
+
+def _require_f32(node: Node, *tensors: Tensor) -> None:
     if any(t.device_type != "f32" for t in tensors):
         raise node.unsupported("only float32 inputs are implemented")
+
+
+def _types(ins: list, operands: Sequence[Operand]) -> tuple[str, ...]:
+    """The device element type of each operand, as a kernel declares its inputs."""
+    return tuple(_operand_tensor(ins, o).device_type for o in operands)
 
 
 def _require_same_type(node: Node, *tensors: Tensor) -> None:
@@ -204,14 +215,14 @@ def _alias(x: Tensor, shape: Sequence[int], dtype: int | None = None) -> OpPlan:
 @_op("Sqrt", "Erf", "Tanh", "Relu", "Sigmoid")
 def _unary(node: Node, ins: list) -> OpPlan:
     _require_float(node, ins[0])
-    return _elementwise(node, ins, [0], UNARY_F32[node.op_type], TensorProto.FLOAT)
+    return _elementwise(node, ins, [0], UNARY_F32[node.op_type], ins[0].dtype)
 
 
 @_op("Gelu", domains=("", MICROSOFT))
 def _gelu(node: Node, ins: list) -> OpPlan:
     _require_float(node, ins[0])
     expression = UNARY_F32["GeluTanh" if node.attr("approximate") == "tanh" else "Gelu"]
-    return _elementwise(node, ins, [0], expression, TensorProto.FLOAT)
+    return _elementwise(node, ins, [0], expression, ins[0].dtype)
 
 
 @_op("Add", "Sub", "Mul", "Div")
@@ -225,11 +236,11 @@ def _pow(node: Node, ins: list) -> OpPlan:
     base, exponent = ins
     _require_float(node, base)
     operand: Operand = 1
-    if exponent.device_type != "f32":
+    if exponent.device_type not in FLOATS:
         if exponent.value is None:
             raise node.unsupported("an integer exponent must be constant")
         operand = exponent.value.astype(np.float32)
-    return _elementwise(node, ins, [0, operand], BINARY["Pow"], TensorProto.FLOAT)
+    return _elementwise(node, ins, [0, operand], BINARY["Pow"], base.dtype)
 
 
 @_op(*COMPARE)
@@ -424,8 +435,9 @@ def _matmul(node: Node, ins: list) -> OpPlan:
     b_batch = broadcast_strides(b_shape, rank)[:-2]
     values = matmul_values(batch, a_batch, b_batch, m, n, k, (k, 1), (n, 1))
     shape = batch + (() if len(a.shape) == 1 else (m,)) + (() if len(b.shape) == 1 else (n,))
-    out = Tensor(shape, TensorProto.FLOAT)
-    launch = Launch(matmul_kernel(len(batch), bias=False), (0, 1), values, out.size)
+    out = Tensor(shape, a.dtype)
+    kernel = matmul_kernel(len(batch), _types(ins, (0, 1)), out.device_type)
+    launch = Launch(kernel, (0, 1), values, out.size)
     return OpPlan((out,), (launch,))
 
 
@@ -449,8 +461,8 @@ def _gemm(node: Node, ins: list) -> OpPlan:
         c_strides = tuple(broadcast_strides(bias.shape, 2))
     scale = float(node.attr("alpha", 1.0))
     values = matmul_values((), [], [], m, n, k, a_strides, b_strides, c_strides, scale)
-    kernel = matmul_kernel(0, bias=bias is not None)
-    out = Tensor((m, n), TensorProto.FLOAT)
+    out = Tensor((m, n), a.dtype)
+    kernel = matmul_kernel(0, _types(ins, operands), out.device_type)
     return OpPlan((out,), (Launch(kernel, tuple(operands), values, out.size),))
 
 
@@ -468,7 +480,8 @@ def _softmax(node: Node, ins: list) -> OpPlan:
         raise node.unsupported("only the last axis is implemented")
     rows, cols = _rows(x.shape, axis)
     values = {"rows": rows, "cols": cols}
-    return OpPlan((Tensor(x.shape, x.dtype),), (Launch(softmax_kernel(), (0,), values, rows),))
+    kernel = softmax_kernel(x.device_type)
+    return OpPlan((Tensor(x.shape, x.dtype),), (Launch(kernel, (0,), values, rows),))
 
 
 @_op("LayerNormalization")
@@ -484,7 +497,8 @@ def _layer_norm(node: Node, ins: list) -> OpPlan:
         if position < len(ins) and ins[position] is not None:
             operands.append(_per_column(node, ins[position], x.shape[axis:], position))
     values = {"rows": rows, "cols": cols, "eps": float(node.attr("epsilon", 1e-5))}
-    launch = Launch(layer_norm_kernel(bias=len(operands) == 2), (0, *operands), values, rows)
+    kernel = layer_norm_kernel(_types(ins, (0, *operands)), x.device_type)
+    launch = Launch(kernel, (0, *operands), values, rows)
     return OpPlan((Tensor(x.shape, x.dtype),), (launch,))
 
 
@@ -535,7 +549,8 @@ def _simplified_layer_norm(node: Node, ins: list) -> OpPlan:
     rows, cols = _rows(x.shape, axis)
     gamma = _per_column(node, ins[1], x.shape[axis:], 1)
     values = {"rows": rows, "cols": cols, "eps": float(node.attr("epsilon", 1e-5))}
-    launch = Launch(rms_norm_kernel(skip=False, bias=False), (0, gamma), values, rows)
+    kernel = rms_norm_kernel(False, _types(ins, (0, gamma)), x.device_type)
+    launch = Launch(kernel, (0, gamma), values, rows)
     return OpPlan((Tensor(x.shape, x.dtype),), (launch,))
 
 
@@ -554,7 +569,7 @@ def _skip_simplified_layer_norm(node: Node, ins: list) -> OpPlan:
     rows, cols = _rows(x.shape, len(x.shape) - 1)
     per_column = [_per_column(node, ins[p], x.shape[-1:], p) for p in (2, 3)[: 1 + bool(bias)]]
     values = {"rows": rows, "cols": cols, "eps": float(node.attr("epsilon", 1e-5))}
-    kernel = rms_norm_kernel(skip=True, bias=bias is not None)
+    kernel = rms_norm_kernel(True, _types(ins, (0, 1, *per_column)), x.device_type)
     launches = [Launch(kernel, (0, 1, *per_column), values, rows)]
     out = Tensor(x.shape, x.dtype)
     if outputs[3]:
@@ -577,7 +592,7 @@ def _group_query_attention(node: Node, ins: list) -> OpPlan:
     for attribute, default in (("local_window_size", -1), ("softcap", 0.0), ("smooth_softmax", 0)):
         if node.attr(attribute, default) != default:
             raise node.unsupported(f"{attribute}={node.attr(attribute)} is not implemented")
-    _require_float(node, *(t for t in (query, key, value, past_key, past_value) if t is not None))
+    _require_f32(node, *(t for t in (query, key, value, past_key, past_value) if t is not None))
     heads, kv_heads = int(node.attr("num_heads")), int(node.attr("kv_num_heads"))
     batch, seq, row = query.shape
     packed = key is None
@@ -630,7 +645,7 @@ def _matmul_nbits(node: Node, ins: list) -> OpPlan:
     bias = ins[5] if len(ins) > 5 else None
     if len(ins) > 4 and ins[4] is not None:
         raise node.unsupported("g_idx is not implemented")
-    _require_float(node, a)
+    _require_f32(node, a)
     bits, block = int(node.attr("bits", 4)), int(node.attr("block_size"))
     depth, columns = int(node.attr("K")), int(node.attr("N"))
     if bits not in (2, 4, 8):
@@ -669,6 +684,7 @@ def _gather_block_quantized(node: Node, ins: list) -> OpPlan:
     data, indices, scales = ins[0], ins[1], ins[2]
     zero_points = ins[3] if len(ins) > 3 else None
     bits, block = int(node.attr("bits", 4)), int(node.attr("block_size", 128))
+    _require_f32(node, scales)
     if int(node.attr("gather_axis", 0)) != 0 or data.value is None or scales.value is None:
         raise node.unsupported("only a constant table gathered along axis 0 is implemented")
     if data.value.dtype != np.uint8 or bits not in (2, 4, 8) or indices.device_type != "i32":

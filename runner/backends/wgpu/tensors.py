@@ -1,6 +1,8 @@
 """Tensors as the planner sees them, and how host arrays map onto device element types.
 
-WGSL has no 64-bit integers. Integer and bool tensors live on the device as i32 (bool as 0/1):
+float32 lives on the device as f32, float16 as f16 (where the adapter has shader-f16: kernels
+read it into f32 arithmetic and write it back rounded, ``kernels.compose``). WGSL has no 64-bit
+integers. Integer and bool tensors live on the device as i32 (bool as 0/1):
 int64 values are checked to fit when uploaded (inputs, constants) and widened back when read.
 Integer tensors that are constant (shape arithmetic, Slice bounds, Reshape targets) never reach
 the device at all: the planner folds them on the host.
@@ -17,11 +19,14 @@ from runner.backends.wgpu import DESCRIPTOR
 
 _INT32 = np.iinfo(np.int32)
 
+_FLOAT_TYPES = {"float32": "f32", "float16": "f16"}  # every other element type: i32
 # The descriptor's element types, by the device type that holds them.
 DEVICE_TYPES: dict[int, str] = {
-    helper.np_dtype_to_tensor_dtype(np.dtype(name)): "f32" if name == "float32" else "i32"
+    helper.np_dtype_to_tensor_dtype(np.dtype(name)): _FLOAT_TYPES.get(name, "i32")
     for name in sorted(DESCRIPTOR.element_types)
 }
+FLOATS = ("f32", "f16")
+_HOST = {"f32": np.float32, "f16": np.float16, "i32": np.int32}
 
 
 class DeviceTypeError(TypeError):
@@ -55,8 +60,10 @@ class Tensor:
 
     @property
     def nbytes(self) -> int:
-        """Device bytes: 4 per element, at least 16 (a binding may not be empty)."""
-        return max(16, 4 * self.size)
+        """Device bytes, a multiple of 4 (copies and writes go by 4 bytes), at least 16 (a
+        binding may not be empty)."""
+        size = np.dtype(_HOST[self.device_type]).itemsize * self.size
+        return max(16, -(-size // 4) * 4)
 
 
 def host_tensor(value: np.ndarray) -> Tensor:
@@ -65,10 +72,13 @@ def host_tensor(value: np.ndarray) -> Tensor:
 
 
 def to_device(array: np.ndarray, name: str) -> np.ndarray:
-    """The array as its device element type (float32 or int32), contiguous."""
+    """The array as its device element type (float32, float16 or int32), contiguous and a
+    multiple of 4 bytes long."""
     array = np.asarray(array)
     if array.dtype == np.float32:
         return np.ascontiguousarray(array)
+    if array.dtype == np.float16:
+        return np.concatenate([array.ravel(), np.zeros(array.size % 2, np.float16)])
     if array.dtype == np.bool_ or np.issubdtype(array.dtype, np.integer):
         if array.size and (array.min() < _INT32.min or array.max() > _INT32.max):
             raise ValueError(f"{name}: integer values do not fit the device's int32")
@@ -77,7 +87,7 @@ def to_device(array: np.ndarray, name: str) -> np.ndarray:
 
 
 def from_device(data: memoryview | bytes, tensor: Tensor) -> np.ndarray:
-    """Read back: float32 stays, int32 widens to the tensor's ONNX type (bool from 0/1)."""
-    device = np.float32 if tensor.device_type == "f32" else np.int32
+    """Read back: floats stay, int32 widens to the tensor's ONNX type (bool from 0/1)."""
+    device = _HOST[tensor.device_type]
     array = np.frombuffer(data, dtype=device, count=tensor.size).reshape(tensor.shape)
     return array.astype(helper.tensor_dtype_to_np_dtype(tensor.dtype))

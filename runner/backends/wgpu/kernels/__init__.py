@@ -6,11 +6,14 @@ which fixes the ``Params`` struct, and so the source and the pipeline key. Bindi
 tensors at 0..n-1 (read-only storage), the output at n, the uniform struct at ``UNIFORM_SLOT``.
 Every kernel runs one invocation per unit of work (an element, a row), ``index``, in 1-D
 workgroups of ``WORKGROUP_SIZE``; dispatches wider than the per-dimension limit spill into y.
+Kernel bodies compute in f32: an f16 tensor is read into f32 and written back rounded to f16
+(as onnxruntime's CPU kernels widen float16), so one body serves both (``_widened``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -53,7 +56,8 @@ def compose(kernel: Kernel, order: Sequence[str]) -> Program:
     bindings.append(f"@group(0) @binding({n}) {output};\n")
     bindings.append(f"@group(0) @binding({UNIFORM_SLOT}) var<uniform> params: Params;\n")
     source = (
-        layout.wgsl()
+        ("enable f16;\n" if uses_f16(kernel) else "")
+        + layout.wgsl()
         + "".join(bindings)
         + kernel.helpers
         + f"""
@@ -62,11 +66,30 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>,
         @builtin(num_workgroups) groups: vec3<u32>) {{
   let index = gid.x + gid.y * groups.x * {WORKGROUP_SIZE}u;
   if (index >= params.{kernel.bound}) {{ return; }}
-{kernel.body}}}
+{_widened(kernel)}}}
 """
     )
     digest = hashlib.sha1(source.encode()).hexdigest()[:10]
     return Program(f"{kernel.name}#{digest}", source, layout, n, kernel)
+
+
+def uses_f16(kernel: Kernel) -> bool:
+    return "f16" in (*kernel.inputs, kernel.output)
+
+
+_ELEMENT = r"\[([^\[\]]*)\]"  # an index expression without brackets of its own
+
+
+def _widened(kernel: Kernel) -> str:
+    """The body with each f16 tensor's element read as f32, and f16 output written rounded."""
+    body = kernel.body
+    for i, element in enumerate(kernel.inputs):
+        if element == "f16":
+            body = re.sub(rf"\bin{i}{_ELEMENT}", rf"f32(in{i}[\1])", body)
+    if kernel.output == "f16":
+        body = re.sub(rf"\bout{_ELEMENT} = ([^;]*);", r"out[\1] = f16(\2);", body)
+        body = re.sub(rf"\bout{_ELEMENT}(?! =)", r"f32(out[\1])", body)
+    return body
 
 
 def workgroups(invocations: int) -> tuple[int, int, int]:

@@ -16,7 +16,9 @@ from runner.backends.wgpu.kernels import Kernel, component, vec4_count
 from runner.backends.wgpu.uniforms import Field
 
 
-def matmul_kernel(batch_rank: int, bias: bool) -> Kernel:
+def matmul_kernel(batch_rank: int, inputs: tuple[str, ...], output: str) -> Kernel:
+    """A, B and, when ``inputs`` has three, the bias C."""
+    bias = len(inputs) == 3
     v = vec4_count(batch_rank)
     inner, extra = f"params.strides[{3 * v}]", f"params.strides[{3 * v + 1}]"
     lines = [
@@ -47,9 +49,9 @@ def matmul_kernel(batch_rank: int, bias: bool) -> Kernel:
         Field("scale", "f32"),
         Field("strides", "vec4i", 3 * v + 2),
     )
-    inputs = ("f32", "f32", "f32") if bias else ("f32", "f32")
-    name = f"MatMul[b{batch_rank}{'+bias' if bias else ''}]"
-    return Kernel(name, inputs, "f32", fields, "size", "".join(lines))
+    types = f"{','.join(inputs)}->{output}"
+    name = f"MatMul[b{batch_rank}{'+bias' if bias else ''};{types}]"
+    return Kernel(name, inputs, output, fields, "size", "".join(lines))
 
 
 def matmul_values(

@@ -64,36 +64,44 @@ _REDUCTIONS = {
 }
 
 
-def softmax_kernel() -> Kernel:
-    return Kernel("Softmax", ("f32",), "f32", _ROWS, "rows", _SOFTMAX)
+def softmax_kernel(element: str) -> Kernel:
+    return Kernel(f"Softmax[{element}]", (element,), element, _ROWS, "rows", _SOFTMAX)
 
 
 def reduce_kernel(op: str, element: str) -> Kernel:
-    """``op`` (a key of _REDUCTIONS) over each row, of f32 or i32 elements."""
+    """``op`` (a key of _REDUCTIONS) over each row, of f32, f16 or i32 elements."""
     initial, step, result = _REDUCTIONS[op]
     body = (
         "  let base = index * params.cols;\n"
-        f"  var total = {initial.format(zero='0.0' if element == 'f32' else '0')};\n"
+        f"  var total = {initial.format(zero='0' if element == 'i32' else '0.0')};\n"
         f"  for (var j = 0u; j < params.cols; j++) {{ {step} }}\n"
         f"  out[index] = {result};\n"
     )
     return Kernel(f"{op}[{element}]", (element,), element, _ROWS, "rows", body)
 
 
-def rms_norm_kernel(skip: bool, bias: bool) -> Kernel:
-    """Inputs x, then skip (same shape), gamma, bias (per column): the norm of x + skip + bias."""
+def rms_norm_kernel(skip: bool, inputs: tuple[str, ...], output: str) -> Kernel:
+    """Inputs x, then skip (same shape), gamma, bias (per column, when ``inputs`` has one more):
+    the norm of x + skip + bias."""
     value = "in0[base + j]" + (" + in1[base + j]" if skip else "")
     gamma = 2 if skip else 1
+    bias = len(inputs) > gamma + 1
     if bias:
         value += f" + in{gamma + 1}[j]"
     body = _RMS_NORM.replace("{value}", f"({value})").replace("{gamma}", str(gamma))
-    inputs = ("f32",) * (gamma + 1 + bias)
-    name = f"RmsNorm[{'skip' if skip else 'noskip'}{',bias' if bias else ''}]"
-    return Kernel(name, inputs, "f32", (*_ROWS, Field("eps", "f32")), "rows", body)
+    form = f"{'skip' if skip else 'noskip'}{',bias' if bias else ''}"
+    name = f"RmsNorm[{form};{_types(inputs, output)}]"
+    return Kernel(name, inputs, output, (*_ROWS, Field("eps", "f32")), "rows", body)
 
 
-def layer_norm_kernel(bias: bool) -> Kernel:
+def layer_norm_kernel(inputs: tuple[str, ...], output: str) -> Kernel:
+    """Inputs x, scale and, when ``inputs`` has three, bias."""
     fields = (*_ROWS, Field("eps", "f32"))
+    bias = len(inputs) == 3
     body = _LAYER_NORM.replace("{bias}", " + in2[j]" if bias else "")
-    inputs = ("f32",) * (3 if bias else 2)
-    return Kernel(f"LayerNorm[{'bias' if bias else 'nobias'}]", inputs, "f32", fields, "rows", body)
+    name = f"LayerNorm[{'bias' if bias else 'nobias'};{_types(inputs, output)}]"
+    return Kernel(name, inputs, output, fields, "rows", body)
+
+
+def _types(inputs: tuple[str, ...], output: str) -> str:
+    return f"{','.join(inputs)}->{output}"
