@@ -46,7 +46,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     validated = regress("validate", "suites", env=no_npm, process=True)
     assert validated.returncode == 0, validated.stderr
     assert validated.stdout == (
-        "26 suite(s), 526 case(s): 17 unchecked (the notes say what), the rest ok\n"
+        "26 suite(s), 538 case(s): 17 unchecked (the notes say what), the rest ok\n"
     )
     notes = validated.stderr.splitlines()
     assert notes == [
@@ -58,11 +58,11 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "resolved when its cases run or are listed",
         "note: suites/bugs/ort-29273-cpp-capture-1.24.yaml:22:15: ort-web version '1.24.3' was "
         "not checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-gqa-prefill-1.27.yaml:30:15: ort-web version '1.24.3' was not "
+        "note: suites/bugs/ort-gqa-prefill-1.27.yaml:40:15: ort-web version '1.24.3' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-gqa-prefill-1.27.yaml:30:25: ort-web version '1.27.0' was not "
+        "note: suites/bugs/ort-gqa-prefill-1.27.yaml:40:25: ort-web version '1.27.0' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-gqa-prefill-1.27.yaml:30:35: ort-web version '1.29.0' was not "
+        "note: suites/bugs/ort-gqa-prefill-1.27.yaml:40:35: ort-web version '1.29.0' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
         "note: suites/bugs/ort-graph-ids-1.24.yaml:22:15: ort-web version '1.24.3' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
@@ -94,7 +94,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     listed = regress("list", "suites", "--backend", "wgpu", env=no_npm, process=True)
     assert listed.returncode == 0, listed.stderr
     ids = listed.stdout.splitlines()
-    assert len(ids) == 143 and all("/wgpu/" in i for i in ids)
+    assert len(ids) == 144 and all("/wgpu/" in i for i in ids)
     pinned_only = regress("list", "suites", "--filter", "version=1.30.0", env=no_npm, process=True)
     assert pinned_only.returncode == 3  # the filter needs every version: npm must say
     wgpu_filtered = regress("list", "suites", "--filter", "backend=wgpu", env=no_npm, process=True)
@@ -102,7 +102,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     native = regress(
         "list", "suites", "--backend", "ort-native", env=no_npm, process=True
     )  # pip's versions
-    assert native.returncode == 0 and len(native.stdout.splitlines()) == 133, native.stderr
+    assert native.returncode == 0 and len(native.stdout.splitlines()) == 134, native.stderr
 
 
 def test_an_ort_web_selection_without_npm_exits_3_saying_why(no_npm, tmp_path):
