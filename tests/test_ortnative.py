@@ -215,22 +215,36 @@ def test_a_webgpu_ep_that_will_not_start_fails_its_cases_never_the_cpu(
         assert "WebGPU EP did not start" in result["message"], result["message"]
 
 
-@pytest.mark.pypi
-def test_float16_captures_on_lavapipe_and_is_skipped_where_the_adapter_lacks_it(tmp_path):
-    """suites/float16.yaml: a float16 MLP captured on ONNX Runtime's C++ EP (lavapipe has
-    shader-f16) within float16's tolerance of onnxruntime CPU, its replays proved; the ort-web
-    cases skip (SwiftShader lacks shader-f16), as the run on ort-native needs no browser."""
-    out = tmp_path / "out"
-    proc = regress("run", "suites/float16.yaml", "--filter", "backend=ort-native", "--out", out)
-    assert proc.returncode == 0, proc.stderr
-    results = results_of(out)
-    assert {(r["capture"], r["verdict"]) for r in results.values()} == {
-        ("eager", "pass"),
-        ("capture", "pass"),
+@pytest.mark.parametrize(
+    "backend",
+    [
+        pytest.param("ort-native", marks=pytest.mark.pypi),
+        pytest.param("wgpu", marks=pytest.mark.gpu),
+    ],
+)
+def test_float16_captures_on_lavapipe_and_a_stale_layout_shows(tmp_path, backend):
+    """suites/float16.yaml on lavapipe (shader-f16), ONNX Runtime's C++ EP and wgpu: a float16
+    MLP and encoder in three layouts, eager and captured within float16's tolerance of
+    onnxruntime CPU, every replay without a rerun. With captures keyed on shapes alone
+    (``shape-only-capture-cache``), the content variant replays the first layout's capture and
+    ``stale-layout`` says so, on both models and nowhere else."""
+    selected = ["run", "suites/float16.yaml", "--filter", f"backend={backend}"]
+    clean = regress(*selected, "--out", tmp_path / "clean")
+    assert clean.returncode == 0, clean.stderr
+    results = list(results_of(tmp_path / "clean").values())
+    assert len(results) == 14 and {r["verdict"] for r in results} == {"pass"}
+    assert all(r["trace"]["replay_reruns"] == 0 for r in results if r["capture"] != "eager")
+    mlp = max(r["max_abs_error"] for r in results if r["model"] == "float16-mlp")
+    assert 0 < mlp <= 3.90625e-3  # float16's rounding, not zero
+
+    regress(*selected, "--inject", "shape-only-capture-cache", "--out", tmp_path / "fault")
+    failed = {
+        i: r["verdict"] for i, r in results_of(tmp_path / "fault").items() if r["verdict"] != "pass"
     }
-    [captured] = [r for r in results.values() if r["capture"] == "capture"]
-    assert captured["trace"]["replay_reruns"] == 0
-    assert 0 < captured["max_abs_error"] <= 3.90625e-3  # float16's rounding, not zero
+    assert failed == {
+        f"float16-mlp/layout=eps-0.5/{backend}/capture": "stale-layout",
+        f"encoder-small-f16/batch=1,sequence=16/layout=eps-0.5/{backend}/capture": "stale-layout",
+    }
 
 
 @pytest.mark.pypi

@@ -64,7 +64,7 @@ def test_schema_errors_name_line_and_column(write_suite):
         capture: always
         """)
     assert problems(path) == [
-        f"{path}:4:5: unknown key 'hiden'; expected one of activation, buffers, builtin, eps, ffn, "
+        f"{path}:4:5: unknown key 'hiden'; expected one of activation, buffers, builtin, dtype, eps, ffn, "
         "generate, graphs, heads, hidden, inputs, intermediate, kv_heads, layers, max_length, "
         "max_positions, package, path, quantized, seed, shapes, style, vocab",
         f"{path}:5:13: 'two' is not of type 'integer'; expected a value of type integer",
@@ -103,6 +103,23 @@ def test_semantic_errors_all_at_once(write_suite, suite_dir):
         "expected a value for every symbolic dim",
         f"{path}:13:11: unknown uniform field 'frobnicate'; expected one of "
         "eps, heads, head_dim, scale, hidden, ffn, seq, rows, cols, size, strides",
+    ]
+
+
+def test_a_float16_encoder_of_the_exported_style_is_refused_at_its_line(write_suite):
+    path = write_suite("""
+        models:
+          enc:
+            builtin: encoder
+            style: exported
+            dtype: float16
+        shapes:
+          - {batch: 1, sequence: 4}
+        backends: [wgpu]
+        """)
+    assert problems(path) == [
+        f"{path}:5:12: dtype float16 of the exported style; expected float32: only the compact "
+        "style is built in float16",
     ]
 
 

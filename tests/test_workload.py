@@ -480,3 +480,23 @@ def test_importing_workload_loads_no_backend():
         cwd=Path(__file__).resolve().parents[1],
     )  # fmt: skip
     assert result.stdout.strip() == "[]"
+
+
+def test_a_float16_encoder_is_the_float32_one_rounded():
+    """Same weights drawn, stored as float16: every float tensor float16, onnxruntime CPU's
+    result within float16's rounding through two layers of the float32 model's."""
+    half = build_encoder(dataclasses.replace(COMPACT, dtype="float16"))
+    floats = {i.data_type for i in half.graph.initializer} - {onnx.TensorProto.INT64}
+    assert floats == {onnx.TensorProto.FLOAT16}
+    io = [v.type.tensor_type.elem_type for v in (*half.graph.input, *half.graph.output)]
+    assert io == [onnx.TensorProto.FLOAT16] * 2
+    x = np.random.default_rng(5).uniform(-1, 1, (1, 16, COMPACT.hidden)).astype(np.float16)
+    [y16] = run(half, {"x": x})
+    [y32] = run(build_encoder(COMPACT), {"x": x.astype(np.float32)})
+    assert y16.dtype == np.float16
+    assert 1e-4 < max_diff([y16.astype(np.float32)], [y32]) < 0.05
+
+
+def test_float16_is_the_compact_style_only():
+    with pytest.raises(ValueError, match="float16 in the compact style"):
+        build_encoder(dataclasses.replace(EXPORTED, dtype="float16"))

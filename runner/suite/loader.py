@@ -58,7 +58,7 @@ MAX_TENSOR_BYTES = int(os.environ.get("REGRESS_MAX_TENSOR_MIB", "1024")) << 20
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "suite.schema.json"
 BUILTIN_DIMS = {"encoder": ("batch", "sequence")}
 # What one builtin takes and the other does not (both: layers, hidden, heads, vocab, seed).
-ENCODER_KEYS = frozenset({"style", "ffn", "eps", "activation", "max_positions"})
+ENCODER_KEYS = frozenset({"style", "ffn", "eps", "activation", "dtype", "max_positions"})
 DECODER_KEYS = frozenset({"kv_heads", "intermediate", "max_length", "quantized", "generate"})
 
 
@@ -486,6 +486,12 @@ class _Builder:
                 name, builtin=spec["builtin"], encoder=encoder, inputs=inputs, shapes=own_shapes
             )
             self.check_heads(encoder, path, layouts)
+            if encoder.dtype != "float32" and encoder.style != "compact":
+                self.problem(
+                    path + ("dtype",),
+                    f"dtype {encoder.dtype} of the {encoder.style} style",
+                    "float32: only the compact style is built in float16",
+                )
             dims = set(BUILTIN_DIMS[spec["builtin"]])
             names = {"compact": {"x"}, "exported": {"input_ids", "attention_mask"}}[encoder.style]
             largest = partial(_largest_encoder_tensor, encoder)

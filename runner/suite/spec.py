@@ -140,6 +140,7 @@ class EncoderParams:
     ffn: int = 64
     eps: float = 1e-5
     activation: str = "gelu"  # gelu | gelu-tanh | relu (exported style always uses Erf GELU)
+    dtype: str = "float32"  # float32 | float16: every float tensor of the compact style
     seed: int = 0
     vocab: int = 100  # exported style: token ids are in [0, vocab)
     max_positions: int = 512  # exported style: rows of the position-embedding table

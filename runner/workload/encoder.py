@@ -3,7 +3,8 @@
 Two styles exercise the two ways encoders reach a WebGPU backend:
 
 - ``compact``: fused ops (LayerNormalization, Gelu), constant reshape shapes, opset 20; input
-  ``x`` and output ``y``, both float32 [batch, sequence, hidden].
+  ``x`` and output ``y``, both float32 (or, with ``dtype: float16``, float16 throughout)
+  [batch, sequence, hidden].
 - ``exported``: what ``torch.onnx.export`` writes for a BERT-like encoder, opset 17: embedding
   Gathers, decomposed layer norm, Erf GELU, attention-mask arithmetic, head reshapes whose shapes
   come from Shape->Gather->Unsqueeze->Concat chains, torch-like node names and a Gemm+Tanh
@@ -30,6 +31,11 @@ from runner.suite.spec import EncoderParams
 
 STYLES = ("compact", "exported")
 ACTIVATIONS = ("gelu", "gelu-tanh", "relu")
+# dtype -> the numpy and ONNX element types of the compact style's float tensors
+FLOAT_TYPES = {
+    "float32": (np.float32, TensorProto.FLOAT),
+    "float16": (np.float16, TensorProto.FLOAT16),
+}
 DIMS = ("batch", "sequence")
 
 # A finite "minus infinity" for masked scores, as recent exporters write (torch.finfo.min):
@@ -53,6 +59,10 @@ def build_encoder(params: EncoderParams, values: Mapping[str, float] = {}) -> on
         raise ValueError(f"encoder style {params.style!r}; expected one of {STYLES}")
     if params.activation not in ACTIVATIONS:
         raise ValueError(f"encoder activation {params.activation!r}; expected one of {ACTIVATIONS}")
+    if params.dtype not in FLOAT_TYPES or (params.dtype != "float32" and params.style != "compact"):
+        raise ValueError(
+            f"encoder dtype {params.dtype!r}: float32, or float16 in the compact style"
+        )
     weights = _Weights(params)
     if params.style == "compact":
         return _compact(params, weights, eps, heads)
@@ -128,22 +138,28 @@ def _model(graph: _Graph, name: str, inputs, outputs, opset: int, ir_version: in
 def _compact(params: EncoderParams, w: _Weights, eps: float, heads: int) -> onnx.ModelProto:
     hidden, ffn = params.hidden, params.ffn
     head_dim = hidden // heads
+    floats, element = FLOAT_TYPES[params.dtype]
     g = _Graph()
+
+    def weight(name: str, array: np.ndarray) -> str:
+        """A float weight in the encoder's element type (drawn in float32 whatever it is)."""
+        return g.weight(name, array.astype(floats))
+
     heads_shape = g.weight("shape.heads", np.array([0, 0, heads, head_dim], np.int64))
     hidden_shape = g.weight("shape.hidden", np.array([0, 0, hidden], np.int64))
-    scale = g.weight("attention.scale", np.array(1.0 / math.sqrt(head_dim), np.float32))
+    scale = weight("attention.scale", np.array(1.0 / math.sqrt(head_dim)))
 
     def layer_norm(scope: str, x: str, output: str | None = None) -> str:
-        gamma = g.weight(f"{scope}.weight", w.gamma(hidden))
-        beta = g.weight(f"{scope}.bias", w.bias(hidden))
+        gamma = weight(f"{scope}.weight", w.gamma(hidden))
+        beta = weight(f"{scope}.bias", w.bias(hidden))
         return g.op(
             f"/{scope}", "LayerNormalization", [x, gamma, beta], output, axis=-1, epsilon=eps
         )
 
     def linear(name: str, x: str, rows: int = hidden, cols: int = hidden) -> str:
-        weight = g.weight(f"{name}.weight", w.matrix(rows, cols))
-        bias = g.weight(f"{name}.bias", w.bias(cols))
-        return g.op(f"/{name}", "Add", [g.op(f"/{name}", "MatMul", [x, weight]), bias])
+        matrix = weight(f"{name}.weight", w.matrix(rows, cols))
+        bias = weight(f"{name}.bias", w.bias(cols))
+        return g.op(f"/{name}", "Add", [g.op(f"/{name}", "MatMul", [x, matrix]), bias])
 
     def project_heads(name: str, x: str, perm: list[int]) -> str:
         """Linear, then [b, s, hidden] -> [b, heads, s, head_dim] (perm [0, 2, 3, 1]: keys^T)."""
@@ -176,8 +192,8 @@ def _compact(params: EncoderParams, w: _Weights, eps: float, heads: int) -> onnx
     return _model(
         g,
         "compact_encoder",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, io_shape)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, io_shape)],
+        [helper.make_tensor_value_info("x", element, io_shape)],
+        [helper.make_tensor_value_info("y", element, io_shape)],
         opset=20,
         ir_version=9,
     )
