@@ -217,6 +217,8 @@ def test_a_cut_that_no_longer_fails_falls_back_to_the_full_model_and_says_so(
     assert "| `y` | capture against eager | 0.25 | 8/8 |" in issue
     assert "`matmul` (MatMul)" in issue
     assert "`repro.py` imports webgpu-capture-regress" in issue
+    # a suite outside the folder the command ran in is named by its file alone
+    assert "the entry that pins it in `suite.yaml`:" in issue and str(tmp_path) not in issue
     manifest = json.loads((folder / "repro.json").read_text())
     assert manifest["cut"] is None
     assert [(s["name"], s["mode"]) for s in manifest["steps"]] == [

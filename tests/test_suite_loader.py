@@ -64,9 +64,9 @@ def test_schema_errors_name_line_and_column(write_suite):
         capture: always
         """)
     assert problems(path) == [
-        f"{path}:4:5: unknown key 'hiden'; expected one of activation, buffers, builtin, dtype, eps, ffn, "
-        "generate, graphs, heads, hidden, inputs, intermediate, kv_heads, layers, max_length, "
-        "max_positions, package, path, quantized, seed, shapes, style, vocab",
+        f"{path}:4:5: unknown key 'hiden'; expected one of activation, buffers, builtin, dtype, "
+        "eps, ffn, generate, graphs, heads, hidden, inputs, intermediate, kv_heads, layers, "
+        "max_length, max_positions, package, path, quantized, seed, shapes, style, vocab",
         f"{path}:5:13: 'two' is not of type 'integer'; expected a value of type integer",
         f"{path}:7:13: 0 is less than the minimum of 1; expected a number >= 1",
         f'{path}:10:13: "wasm" is not valid here; expected ort-web builds: jsep (JavaScript EP), '

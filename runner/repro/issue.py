@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -155,10 +156,10 @@ def issue_markdown(report: Report) -> str:
         "## The suite's case",
         "",
         f"Result `{result.result_id}` of run `{result.run_id}`, case "
-        f"`{result.case_id}`; the entry that pins it in `{result.suite_path}`:",
+        f"`{result.case_id}`; the entry that pins it in `{suite_file(result.suite_path)}`:",
         "",
         "```yaml",
-        case_snippet(result).rstrip("\n"),
+        case_snippet(result).replace(result.suite_path, suite_file(result.suite_path)).rstrip("\n"),
         "```",
         "",
         f"Made with `{report.command}` (webgpu-capture-regress).",
@@ -187,7 +188,7 @@ def _scenario_part(report: Report) -> list[str]:
         "## The suite's scenario",
         "",
         f"Result `{result.result_id}` of run `{result.run_id}`, `{result.case_id}`, from "
-        f"`{result.suite_path}`:",
+        f"`{suite_file(result.suite_path)}`:",
         "",
         "```yaml",
         "scenarios:",
@@ -198,6 +199,13 @@ def _scenario_part(report: Report) -> list[str]:
         "",
     ]
     return lines
+
+
+def suite_file(path: str) -> str:
+    """The suite's file as a reader upstream may name it: relative to the folder the command ran
+    in (a repository's `suites/...`), else its name alone; never the finder's machine paths."""
+    file = Path(path)
+    return str(file.relative_to(Path.cwd())) if file.is_relative_to(Path.cwd()) else file.name
 
 
 def _what_happens(report: Report) -> str:
