@@ -23,7 +23,7 @@ import yaml
 
 from runner import cli
 from runner.packages import PackageFile, materialize
-from runner.suite.yamlpos import load_located
+from runner.suite.yamlpos import load_located, walk
 
 from .conftest import REPO
 
@@ -37,16 +37,6 @@ class Mutation:
     kind: str
     data: Any  # the whole suite, broken there
     key: bool = False  # the problem is at the key itself (an unknown key)
-
-
-def _walk(node: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any]]:
-    yield path, node
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield from _walk(value, (*path, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from _walk(value, (*path, i))
 
 
 def _with(data: Any, path: tuple, value: Any) -> Any:
@@ -68,7 +58,7 @@ def _kind_of_place(path: tuple) -> tuple:
 def mutations(data: dict) -> Iterator[Mutation]:
     """Each break once per kind of place (the 16 tokens of a prompt are one place)."""
     seen = set()
-    for path, node in _walk(data):
+    for path, node in walk(data):
         if (_kind_of_place(path), type(node)) in seen:
             continue
         seen.add((_kind_of_place(path), type(node)))
@@ -149,7 +139,7 @@ def package_source(spec: dict) -> PackageFile:
 def named_files(suite: Path) -> Iterator[tuple[tuple, Path]]:
     """The files a suite names, each with where it names it: models and `npy:` inputs."""
     located, _ = load_located(suite)
-    for path, node in _walk(located.data):
+    for path, node in walk(located.data):
         if path and path[-1] in ("path", "npy") and isinstance(node, str):
             yield path, (suite.parent / node).resolve()
 

@@ -50,7 +50,7 @@ from runner.suite.spec import (
     entry_matches,
     label_versions,
 )
-from runner.suite.yamlpos import Located, load_located
+from runner.suite.yamlpos import Located, load_located, walk
 from runner.uniforms import UNIFORM_FIELDS
 
 # Refuse a shape before anything is allocated if one tensor would pass this.
@@ -158,17 +158,10 @@ def _leaf_errors(error: jsonschema.ValidationError) -> list[jsonschema.Validatio
     return [leaf for sub in best for leaf in _leaf_errors(sub)]
 
 
-def _non_finite(node: Any, path: tuple = ()) -> Iterable[tuple]:
-    """Where `node` holds a NaN or an infinity (YAML's ``.nan``, ``.inf``): JSON Schema's bounds
+def _non_finite(data: Any) -> Iterable[tuple]:
+    """Where `data` holds a NaN or an infinity (YAML's ``.nan``, ``.inf``): JSON Schema's bounds
     let NaN through, and no field of a suite means either."""
-    if isinstance(node, float) and not math.isfinite(node):
-        yield path
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            yield from _non_finite(value, (*path, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from _non_finite(value, (*path, i))
+    return (p for p, value in walk(data) if isinstance(value, float) and not math.isfinite(value))
 
 
 def _schema_problems(located: Located) -> list[Problem]:

@@ -7,6 +7,7 @@ rather than constructed, and every later check can point at ``FILE:LINE:COL``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,17 @@ class Located:
         while path not in table and path:
             path = path[:-1]
         return table.get(path, self.values.get(path, (1, 1)))
+
+
+def walk(node: Any, path: Path_ = ()) -> Iterator[tuple[Path_, Any]]:
+    """Every value of loaded data with its path, the data itself first."""
+    yield path, node
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from walk(value, (*path, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from walk(value, (*path, i))
 
 
 class YamlProblem(Exception):
