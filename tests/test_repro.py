@@ -210,9 +210,9 @@ def test_a_cut_that_no_longer_fails_falls_back_to_the_full_model_and_says_so(
     assert len(onnx.load(folder / "model.onnx").graph.node) == FULL_NODES
     issue = (folder / "ISSUE.md").read_text()
     assert (
-        "`model.onnx` is the suite's full model (4 nodes): no cut failed the same way (the cut "
-        "0 level(s) above the anchor (1 of 4 nodes): pass; the cut 1 level(s) above the anchor "
-        "(2 of 4 nodes): pass)." in issue
+        "`model.onnx` is the suite's full model (4 node(s): Add 1, MatMul 1, Relu 1, Tanh 1): "
+        "no cut failed the same way (the cut 0 level(s) above the anchor (1 of 4 nodes): pass; "
+        "the cut 1 level(s) above the anchor (2 of 4 nodes): pass)." in issue
     )
     assert "| `y` | capture against eager | 0.25 | 8/8 |" in issue
     assert "`matmul` (MatMul)" in issue

@@ -277,7 +277,8 @@ def _model_text(made: Bundle) -> str:
         )
         why = f"no cut failed the same way ({verdicts})" if tried else "it was not cut"
 
-        return f"`model.onnx` is the suite's full model ({made.full_nodes} nodes): {why}."
+        ops = _ops(op_counts(full))
+        return f"`model.onnx` is the suite's full model ({made.full_nodes} node(s): {ops}): {why}."
     cut = chosen.cut
     kept, whole = op_counts(chosen.workload.model), op_counts(full)
     removed = {op: n - kept.get(op, 0) for op, n in whole.items() if n > kept.get(op, 0)}
