@@ -85,7 +85,7 @@ class Stepped:
             self.case,
             self.run
             if isinstance(self.run, BackendRun)
-            else BackendRun(self.run.status, message=self.run.message),
+            else BackendRun(self.run.status, message=self.run.message, adapter=self.run.adapter),
             self.judgement,
             self.divergent_node,
             wall_ms=self.wall_ms,

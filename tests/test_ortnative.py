@@ -233,6 +233,9 @@ def test_float16_captures_on_lavapipe_and_a_stale_layout_shows(tmp_path, backend
     assert clean.returncode == 0, clean.stderr
     results = list(results_of(tmp_path / "clean").values())
     assert len(results) == 14 and {r["verdict"] for r in results} == {"pass"}
+    # each result names the adapter as the backend's process found it: the driver it loaded
+    adapter = {"ort-native": "lavapipe (Mesa's Vulkan on the CPU): ", "wgpu": "llvmpipe ("}
+    assert all(r["adapter"].startswith(adapter[backend]) for r in results), results[0]["adapter"]
     assert all(r["trace"]["replay_reruns"] == 0 for r in results if r["capture"] != "eager")
     mlp = max(r["max_abs_error"] for r in results if r["model"] == "float16-mlp")
     assert 0 < mlp <= 3.90625e-3  # float16's rounding, not zero

@@ -135,6 +135,7 @@ def test_a_wgpu_scenario_passes_clean_and_names_the_step_a_fault_fails(tmp_path)
     path = _suite(tmp_path, CLEAN_STEPS)
     code, clean = _run(path, tmp_path / "clean")
     assert (code, clean["case_id"], clean["verdict"]) == (0, "scenario=s/wgpu", "pass")
+    assert clean["adapter"].startswith("llvmpipe (")  # the device wgpu opened for its steps
     code, faulty = _run(path, tmp_path / "faulty", "--inject", "input-snapshot-at-capture")
     assert (code, faulty["verdict"], faulty["outcome"]) == (1, "stale-input", "unexpected")
     assert faulty["message"].startswith("step 3 (run: p, line 19)")

@@ -62,7 +62,7 @@ def test_every_store_writes_the_current_format(tmp_path):
     for store in (folder, history):
         store.begin_run(RUN)
         store.record(result)
-    assert json.loads((tmp_path / "runs/R1/run.json").read_text())["format"] == FORMAT == 1
+    assert json.loads((tmp_path / "runs/R1/run.json").read_text())["format"] == FORMAT == 2
     (line,) = (tmp_path / "runs/R1/results.jsonl").read_text().splitlines()
     assert json.loads(line)["format"] == FORMAT
     assert history.results() == [result] and history.runs() == [RUN]
@@ -95,9 +95,9 @@ def test_an_unknown_field_is_refused_by_name_not_dropped(tmp_path):
     with pytest.raises(UnknownField) as refused:
         CaseResult.from_dict(with_extra, "reports/runs/R/results.jsonl:3")
     assert str(refused.value) == (
-        "reports/runs/R/results.jsonl:3: unknown field(s) added_without_a_format in a format 1 "
-        "record: a runner that added them without taking a new format wrote it; this one would "
-        "drop them"
+        "reports/runs/R/results.jsonl:3: unknown field(s) added_without_a_format in a format "
+        f"{FORMAT} record: a runner that added them without taking a new format wrote it; this "
+        "one would drop them"
     )
     with pytest.raises(UnknownField, match="run.json: unknown field"):
         RunRecord.from_dict({**RUN.to_dict(), "added": True}, "run.json")
@@ -118,9 +118,13 @@ def test_a_history_from_before_formats_reads_as_format_1(tmp_path):
     assert history.results() == [result] and history.runs() == [RUN]
     assert history.result(result.result_id[:6]) == result
     history.close()
-    assert _user_version(path) == 1  # stamped: its layout is format 1's
+    assert _user_version(path) == 1  # stamped: its records are format 1's
     build_reports(tmp_path)
     assert "capture-mismatch" in (tmp_path / "summary.md").read_text()
+    with SqliteHistory(path) as history:  # a result of this runner's format: so is the file
+        history.record(case_result(run_id=RUN.run_id, result_id="r2", adapter="lavapipe"))
+        assert history.results()[0].adapter is None  # format 1 had none
+    assert _user_version(path) == FORMAT
 
 
 def test_a_record_of_a_newer_format_is_refused_by_name():

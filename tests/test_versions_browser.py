@@ -54,6 +54,8 @@ def test_two_versions_run_side_by_side(write_suite, tmp_path):
         ("1.30.0", "capture"): "pass",
     }
     assert proc.returncode == 1  # the refusal is not expected by this suite
+    # every result names the adapter Chromium's page found: SwiftShader
+    assert {r["adapter"] for r in results(tmp_path)} == {"google swiftshader"}
     ids = {r["case_id"] for r in results(tmp_path)}
     assert "bert/batch=1,sequence=16/layout=default/ort-web@1.24.3:webgpu/capture" in ids
     [run] = [json.loads(p.read_text()) for p in tmp_path.glob("runs/*/run.json")]
@@ -73,6 +75,7 @@ def test_a_version_without_a_build_skips_its_cases(write_suite, tmp_path):
         assert skipped["message"] == (
             "onnxruntime-web 1.22.0 has no jspi build (its dist/ lacks *.jspi.wasm)"
         )
+        assert skipped["adapter"] is None  # nothing ran it
     assert proc.returncode in (0, 1), proc.stderr
 
 

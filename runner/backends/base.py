@@ -111,11 +111,19 @@ class BackendRun:
     timings: Timings = Timings()
     trace: Trace = Trace()
     details: Mapping[str, Any] = field(default_factory=dict)
+    # The WebGPU adapter that ran it, as the backend's own process found it (not as asked for);
+    # None where none did (a skip, the CPU)
+    adapter: str | None = None
 
     @property
     def outputs(self) -> Mapping[str, np.ndarray]:
         """The last run's outputs: under capture, a replay, which is what is under test."""
         return self.runs[-1] if self.runs else {}
+
+
+def ran_on(run: BackendRun | ScenarioRun, adapter: str | None) -> BackendRun | ScenarioRun:
+    """`run` naming the adapter it ran on; a skip ran on none."""
+    return run if run.status == "skipped" else dataclasses.replace(run, adapter=adapter)
 
 
 @dataclass(frozen=True)

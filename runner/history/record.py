@@ -30,8 +30,8 @@ from runner.suite.spec import mode_name
 from runner.verdicts import Outcome
 
 # The stored format this runner writes, and the newest it reads (run.json, results.jsonl, the
-# records in history.sqlite, whose PRAGMA user_version carries it too).
-FORMAT = 1
+# records in history.sqlite, whose PRAGMA user_version carries it too). 2: a result's `adapter`.
+FORMAT = 2
 
 
 class NewerFormat(InvalidInput):
@@ -157,6 +157,8 @@ class CaseResult:
     divergent_node: dict[str, Any] | None = None
     suite_line: int | None = None  # the model's line in suite_path
     model_digest: str | None = None  # sha256 of the model bytes run; None: never materialized
+    # Since format 2: the adapter that ran it, as the backend's process found it (None: none did)
+    adapter: str | None = None
 
     @classmethod
     def of(
@@ -207,6 +209,7 @@ class CaseResult:
             finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
             suite_line=case.model.line,
             model_digest=model_digest,
+            adapter=run.adapter,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -120,9 +120,10 @@ class RunFolder(ResultStore):
 class SqliteHistory(ResultStore):
     """Every run's results in one SQLite file; safe for concurrent writers (WAL, busy timeout).
 
-    ``PRAGMA user_version`` holds the file's stored format (``FORMAT``; 0, as a database before
-    formats were numbered says, is format 1): a file of a newer format is refused before
-    anything is read or written, an older one is read as it is.
+    ``PRAGMA user_version`` holds the newest format of the records in the file (0, as a
+    database before formats were numbered says, is format 1): a file of a newer format is
+    refused before anything is read or written, an older one is read as it is and takes this
+    runner's format with the first record it is written.
     """
 
     def __init__(self, path: Path):
@@ -133,8 +134,9 @@ class SqliteHistory(ResultStore):
         if found > FORMAT:
             self._db.close()
             raise NewerFormat(str(path), found)
+        self._format = found or 1
         if found == 0:
-            self._db.execute(f"PRAGMA user_version = {FORMAT}")
+            self._db.execute("PRAGMA user_version = 1")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA busy_timeout=30000")
         self._db.executescript(
@@ -176,6 +178,9 @@ class SqliteHistory(ResultStore):
 
     def record(self, result: CaseResult) -> None:
         """Insert once: recording the same result again (a re-merged shard) changes nothing."""
+        if self._format < FORMAT:
+            self._db.execute(f"PRAGMA user_version = {FORMAT}")
+            self._format = FORMAT
         values = [getattr(result, column) for column in RESULT_COLUMNS]
         self._db.execute(
             f"INSERT OR IGNORE INTO results ({', '.join(RESULT_COLUMNS)}, record) "

@@ -74,3 +74,4 @@ class ScenarioRun:
     message: str = ""
     steps: tuple[StepRun, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
+    adapter: str | None = None  # as BackendRun's: the adapter the backend's process found

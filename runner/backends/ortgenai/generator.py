@@ -29,7 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from runner.backends.base import BackendOptions, BackendRun, CaseWork, Timings, Trace, case_timeout
+from runner.backends.base import (
+    BackendOptions,
+    BackendRun,
+    CaseWork,
+    Timings,
+    Trace,
+    case_timeout,
+    ran_on,
+)
 from runner.environment import package_version
 from runner.errors import EnvironmentUnusable
 from runner.schedule import PREFILL_DRAW
@@ -96,7 +104,7 @@ class GenaiSteps:
     def run(self, work: CaseWork) -> BackendRun:
         folder = Path(tempfile.mkdtemp(prefix="ort-genai-"))
         try:
-            return self._case(work, folder)
+            return ran_on(self._case(work, folder), self.device)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 

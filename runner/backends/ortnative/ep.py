@@ -38,6 +38,7 @@ from runner.backends.base import (
     Trace,
     Work,
     case_timeout,
+    ran_on,
 )
 from runner.backends.ortnative.builtin import WEBGPU_EP, DeviceValues, one_node, vulkan_driver
 from runner.backends.ortnative.faults import (
@@ -232,8 +233,8 @@ class EpBackend:
 
     def run(self, work: Work) -> BackendRun | ScenarioRun:
         if isinstance(work, ScenarioWork):
-            return self._scenario(work)
-        return self._case(work.case, work.workload)
+            return ran_on(self._scenario(work), self.adapter)
+        return ran_on(self._case(work.case, work.workload), self.adapter)
 
     def _case(self, case: Case, workload: Workload) -> BackendRun:
         if case.sequence != self._sequence:  # earlier sequences' sessions go, as ort-web's do

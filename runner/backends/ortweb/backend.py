@@ -30,6 +30,7 @@ from runner.backends.base import (
     Timings,
     Work,
     case_timeout,
+    ran_on,
 )
 from runner.backends.ortweb import DESCRIPTOR, browser
 from runner.backends.ortweb.package import (
@@ -95,8 +96,11 @@ class OrtWebBackend:
 
     def run(self, work: Work) -> BackendRun | ScenarioRun:
         if isinstance(work, ScenarioWork):
-            return self._scenario(work)
-        return self._case(work.case, work.workload)
+            run = self._scenario(work)
+        else:
+            run = self._case(work.case, work.workload)
+        facts = ("vendor", "architecture", "device", "description")  # what Chromium tells
+        return ran_on(run, " ".join(self.adapter[k] for k in facts if self.adapter.get(k)) or None)
 
     def _case(self, case: Case, workload: Workload) -> BackendRun:
         from runner.backends.ortweb.page import CaseTimedOut, PageBroken

@@ -25,6 +25,7 @@ from runner.backends.base import (
     Trace,
     Work,
     case_timeout,
+    ran_on,
 )
 from runner.backends.wgpu.device import Device, adapter_environment, digest
 from runner.backends.wgpu.executor import Capture, Session
@@ -70,8 +71,13 @@ class WgpuBackend:
 
     def run(self, work: Work) -> BackendRun | ScenarioRun:
         if isinstance(work, ScenarioWork):
-            return self._scenario(work)
-        return self._case(work.case, work.workload)
+            run = self._scenario(work)
+        else:
+            run = self._case(work.case, work.workload)
+        if self._opened is None:  # it never reached a device
+            return run
+        info = self._opened.adapter.info
+        return ran_on(run, f"{info['device']} ({info['backend_type']}, {info['description']})")
 
     def _case(self, case: Case, workload: Workload) -> BackendRun:
         with logged_errors() as errors:
