@@ -216,6 +216,8 @@ def test_a_cut_that_no_longer_fails_falls_back_to_the_full_model_and_says_so(
     )
     assert "| `y` | capture against eager | 0.25 | 8/8 |" in issue
     assert "`matmul` (MatMul)" in issue
+    # the onnx.helper lines that build it, to read in the issue
+    assert "helper.make_node('MatMul', ['r', 'w'], ['m'], name='matmul')," in issue
     assert "`repro.py` imports webgpu-capture-regress" in issue
     # a suite outside the folder the command ran in is named by its file alone
     assert "the entry that pins it in `suite.yaml`:" in issue and str(tmp_path) not in issue

@@ -25,6 +25,7 @@ from runner.oracle import onnxruntime_version
 from runner.repro import bundle, issue
 from runner.repro.command import NOTHING_TO_REPRODUCE, ReproOptions, backend_name
 from runner.repro.cut import Anchor, Cut, anchor, cut_workload, op_counts, plan_cuts
+from runner.repro.helper_code import helper_code
 from runner.repro.scenario import ScenarioBundle, bundle_scenario, is_scenario
 from runner.repro.subject import Subject, check_reproducible, load_subject
 from runner.repro.verify import Rerun, eager_values, rerun
@@ -267,6 +268,17 @@ def _write(made: Bundle, options: ReproOptions) -> tuple[ReproRunner, tuple[str,
 
 
 def _model_text(made: Bundle) -> str:
+    """What model.onnx is, and the onnx.helper lines that build it where it is small enough."""
+    code = helper_code(onnx.load_from_string(made.chosen.candidate.workload.model))
+    if code is None:
+        return _what_model(made)
+    return (
+        f"{_what_model(made)}\n\nThe same model in `onnx.helper` (it writes `model.onnx`):\n\n"
+        f"```python\n{code}```"
+    )
+
+
+def _what_model(made: Bundle) -> str:
     """What model.onnx is: the cut and what it cut away, or the full model and why."""
     chosen = made.chosen.candidate
     full = made.subject.workload.model
