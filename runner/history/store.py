@@ -164,7 +164,14 @@ class SqliteHistory(ResultStore):
     def end_run(self, run: RunRecord) -> None:
         self._put_run(run)
 
+    def _writing(self) -> None:
+        """A record of this runner's format goes in: the file says it holds one."""
+        if self._format < FORMAT:
+            self._db.execute(f"PRAGMA user_version = {FORMAT}")
+            self._format = FORMAT
+
     def _put_run(self, run: RunRecord) -> None:
+        self._writing()
         self._db.execute(
             "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?)",
             (
@@ -178,9 +185,7 @@ class SqliteHistory(ResultStore):
 
     def record(self, result: CaseResult) -> None:
         """Insert once: recording the same result again (a re-merged shard) changes nothing."""
-        if self._format < FORMAT:
-            self._db.execute(f"PRAGMA user_version = {FORMAT}")
-            self._format = FORMAT
+        self._writing()
         values = [getattr(result, column) for column in RESULT_COLUMNS]
         self._db.execute(
             f"INSERT OR IGNORE INTO results ({', '.join(RESULT_COLUMNS)}, record) "
