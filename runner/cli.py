@@ -657,7 +657,8 @@ def cmd_explore_report(args: argparse.Namespace) -> ExitCode:
     for bug in campaign.bugs:
         where = ", ".join(f"{t} {v}" for t, v in bug.where)
         mark = "new" if bug.new else "pinned"
-        print(f"{mark}: {bug.verdict} at {bug.key[1]} on {where}: {bug.scenarios[0].yaml}")
+        what = bug.key.cause or f"{bug.verdict} at {bug.key.action}"
+        print(f"{mark}: {what} on {where}: {bug.scenarios[0].yaml}")
     return ExitCode.OK
 
 

@@ -1,17 +1,25 @@
-"""Point at the first node whose output went wrong.
+"""Point at the first node whose output went wrong, and say what it computes.
 
 For a failing case, the model is rewritten with every floating-point intermediate exposed as a
 graph output and run again on the same backend: first the capture cases that preceded it in its
 layout-change sequence (so that whatever went stale is stale again), then the case itself eager
 and with capture. Walking the nodes in topological order, the first output that diverges names
 the node: capture against eager for a capture bug, eager against the oracle for a kernel bug.
+
+A node whose output holds an earlier value unchanged (a view or a copy: a Reshape, an
+Identity, a Transpose that moves no element, two Transposes that cancel) is told by those values
+on onnxruntime CPU, not by its op. One made a graph output only by this rewrite is never named: onnxruntime's WebGPU builds
+replay a copy's graph output stale under capture (suites/bugs/ort-reshape-output-stale.yaml), so
+exposing it would name that, not the bug. One the model outputs itself is named, marked a copy.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
@@ -22,41 +30,55 @@ from runner.oracle import compute_reference
 from runner.workload import Workload
 
 FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE}
-# Ops whose output is their input's values, reshaped: it diverges only where its input did (an
-# earlier node, named first) or where the backend gets a view wrong as a graph output, which is
-# what exposing it makes it; onnxruntime's WebGPU builds replay such an output stale under
-# capture (suites/bugs/ort-reshape-output-stale.yaml), so naming one would name that, not the bug.
-VIEW_OPS = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"}
 # What localization explains: capture bugs against eager, kernel bugs against the oracle.
-LOCALIZED_VERDICTS = {"capture-mismatch", "stale-layout", "reference-mismatch"}
+CAPTURE_VERDICTS = frozenset({"capture-mismatch", "stale-layout", "stale-input"})
+LOCALIZED_VERDICTS = CAPTURE_VERDICTS | {"reference-mismatch"}
+SHOWN_ELEMENTS = 3  # the worst elements a divergence lists, expected against actual
+
+
+@dataclasses.dataclass(frozen=True)
+class ExposedNode:
+    output: str
+    op_type: str
+    name: str
+    inputs: tuple[str, ...]
+    attributes: Mapping[str, Any]
+    own: bool  # an output of the model itself, not exposed by the rewrite
 
 
 @dataclasses.dataclass(frozen=True)
 class Exposed:
     workload: Workload
-    nodes: tuple[tuple[str, str, str], ...]  # (output name, op type, node name), topological
+    nodes: tuple[ExposedNode, ...]  # topological
+    initializers: Mapping[str, tuple[tuple[int, ...], str]]  # name -> (shape, dtype)
 
 
 def expose_intermediates(workload: Workload) -> Exposed:
     """The workload with every float node output that depends on a graph input also a graph
-    output, but views' (VIEW_OPS: a view the model outputs itself stays one)."""
+    output."""
     model = onnx.load_from_string(workload.model)
     inferred = onnx.shape_inference.infer_shapes(model)
     types = {v.name: v.type.tensor_type.elem_type for v in inferred.graph.value_info}
+    types.update({o.name: o.type.tensor_type.elem_type for o in model.graph.output})
     existing = {o.name for o in model.graph.output}
     varying = _fed_by_inputs(model.graph)
     nodes = [
-        (output, node.op_type, node.name)
+        ExposedNode(
+            output,
+            node.op_type,
+            node.name,
+            tuple(node.input),
+            {a.name: _plain(helper.get_attribute_value(a)) for a in node.attribute},
+            output in existing,
+        )
         for node in model.graph.node
         if node.op_type != "Constant"
         for output in node.output
-        if output in varying
-        and types.get(output) in FLOAT_TYPES
-        and (node.op_type not in VIEW_OPS or output in existing)
+        if output in varying and types.get(output) in FLOAT_TYPES
     ]
     # Sorted by name, so that the variants of one model (whose node order a layout may change)
     # expose the same outputs in the same order, as the originals share theirs.
-    for output in sorted({name for name, _, _ in nodes} - existing):
+    for output in sorted({n.output for n in nodes} - existing):
         model.graph.output.append(helper.make_tensor_value_info(output, types[output], None))
     names = tuple(o.name for o in model.graph.output)
     exposed = dataclasses.replace(
@@ -65,19 +87,34 @@ def expose_intermediates(workload: Workload) -> Exposed:
         model=model.SerializeToString(),
         output_names=names,
     )
-    return Exposed(exposed, tuple(nodes))
+    initializers = {
+        t.name: (tuple(t.dims), helper.tensor_dtype_to_np_dtype(t.data_type).name)
+        for t in model.graph.initializer
+    }
+    return Exposed(exposed, tuple(nodes), initializers)
 
 
 def _fed_by_inputs(graph: onnx.GraphProto) -> set[str]:
     """The values that depend on a graph input. The others are folded into constants before a
     session runs (onnxruntime does), so exposing one only tests how the backend outputs a
-    constant, as exposing a view does."""
+    constant, as exposing a copy does."""
     initializers = {t.name for t in graph.initializer}
     varying = {i.name for i in graph.input if i.name not in initializers}
     for node in graph.node:  # topological, as ONNX requires
         if any(name in varying for name in node.input):
             varying.update(name for name in node.output if name)
     return varying
+
+
+def _plain(value: Any) -> Any:
+    """An attribute's value as JSON holds it (a tensor or graph by its kind)."""
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, int | float | str):
+        return value
+    return type(value).__name__
 
 
 def first_divergent_node(
@@ -89,7 +126,7 @@ def first_divergent_node(
 ) -> dict | None:
     """The first node whose output diverges, or None when the rerun does not reproduce it."""
     exposed = expose_intermediates(workload)
-    capture_bug = case.capture and bool(verdicts & {"capture-mismatch", "stale-layout"})
+    capture_bug = case.capture and bool(verdicts & CAPTURE_VERDICTS)
     if capture_bug:
         for earlier_case, earlier_workload in prefix:
             backend.run(CaseWork(earlier_case, expose_intermediates(earlier_workload).workload))
@@ -97,27 +134,77 @@ def first_divergent_node(
     eager = backend.run(CaseWork(eager_case, exposed.workload))
     if eager.status != "ok":
         return None
+    last = exposed.workload.feeds(len(eager.runs))[len(eager.runs) - 1]
+    cpu = compute_reference(exposed.workload, last.variant)
+    values = {**exposed.workload.inputs_of(last.variant), **cpu}
     if capture_bug:
         suspect = backend.run(CaseWork(case, exposed.workload))
         if suspect.status != "ok":
             return None
         got, want, against = suspect.outputs, eager.outputs, "eager"
     else:
-        last = exposed.workload.feeds(len(eager.runs))[len(eager.runs) - 1]
-        want = compute_reference(exposed.workload, last.variant)
-        got, against = eager.outputs, "onnxruntime CPU"
-    for output, op_type, node in exposed.nodes:
-        if output not in got or output not in want:
+        got, want, against = eager.outputs, cpu, "onnxruntime CPU"
+    earlier = list(exposed.workload.inputs_of(last.variant))  # what a node may copy
+    for node in exposed.nodes:
+        copy = _copies(node.output, earlier, values)
+        earlier.append(node.output)
+        if node.output not in got or node.output not in want or (copy and not node.own):
             continue
-        result = compare(got[output], want[output], case.tolerance)
+        result = compare(got[node.output], want[node.output], case.tolerance)
         if not result.ok:
             return {
-                "op_type": op_type,
-                "name": node,
-                "output": output,
+                "op_type": node.op_type,
+                "name": node.name,
+                "output": node.output,
                 "against": against,
                 "max_abs": result.max_abs if result.max_abs != float("inf") else None,
                 "mismatched": result.mismatched,
                 "total": result.total,
+                "copy": copy,
+                "attributes": dict(node.attributes),
+                "inputs": [_described(name, values, exposed.initializers) for name in node.inputs],
+                "elements": _worst_elements(got[node.output], want[node.output]),
             }
     return None
+
+
+def _copies(output: str, earlier: list[str], values: Mapping[str, np.ndarray]) -> bool:
+    """Whether `output` holds the values of a graph input or an earlier node's output, element
+    for element in order: what a view or a copy computes, whichever op (or pair of ops that
+    cancel) makes it."""
+    value = values.get(output)
+    if value is None:
+        return False
+    return any(
+        name in values and np.array_equal(np.ravel(values[name]), np.ravel(value))
+        for name in earlier
+    )
+
+
+def _described(
+    name: str,
+    values: Mapping[str, np.ndarray],
+    initializers: Mapping[str, tuple[tuple[int, ...], str]],
+) -> dict[str, Any]:
+    if name in values:
+        value = np.asarray(values[name])
+        return {"name": name, "shape": list(value.shape), "dtype": value.dtype.name}
+    shape, dtype = initializers.get(name, ((), "unknown"))
+    return {"name": name, "shape": list(shape), "dtype": dtype, "constant": True}
+
+
+def _worst_elements(actual: Any, expected: Any) -> list[dict[str, Any]]:
+    """The elements furthest apart (flat index, expected, actual), the worst first."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.shape != expected.shape or not expected.size:
+        return []
+    a = actual.astype(np.float64).ravel()
+    e = expected.astype(np.float64).ravel()
+    with np.errstate(invalid="ignore"):
+        gap = np.where(np.isnan(a) != np.isnan(e), np.inf, np.nan_to_num(np.abs(a - e)))
+    worst = np.argsort(-gap, kind="stable")[:SHOWN_ELEMENTS]
+    return [
+        {"index": int(i), "expected": float(e[i]), "actual": float(a[i])}
+        for i in worst
+        if gap[i] > 0
+    ]

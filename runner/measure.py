@@ -60,10 +60,16 @@ class Measure(Protocol):
     """The two questions the judge asks of outputs."""
 
     def compare(
-        self, actual: Outputs, expected: Outputs, tolerance: Tolerance, exact_integers: bool = False
+        self,
+        actual: Outputs,
+        expected: Outputs,
+        tolerance: Tolerance,
+        exact_integers: bool = False,
+        slack: Outputs | None = None,
     ) -> dict[str, Comparison]:
         """Per expected output; one `actual` lacks counts as all mismatched. `exact_integers`:
-        integer outputs exactly, as ORT-web's runner compares with an op test's file."""
+        integer outputs exactly, as ORT-web's runner compares with an op test's file. `slack`:
+        per output, a further absolute allowance per element (``runner.oracle.conditioning``)."""
         ...
 
     def first_difference(self, a: Outputs, b: Outputs) -> str | None:

@@ -24,6 +24,17 @@ from runner.workload import Workload, variant_key
 
 References = dict[Variant, dict[str, np.ndarray]]  # per input variant, the outputs by name
 PROVIDER = "CPUExecutionProvider"
+# How far ``conditioning`` moves each floating-point input, in units in the last place of its
+# type: the rounding a GPU's other order of operations, fused multiply-adds and approximate
+# functions may cost along a graph. float32: measured, an ill-conditioned LayerNormalization over
+# rows of 2 came back 1.77e-4 off on onnxruntime-web's webgpu build, where 16 ulps of input move
+# it by 6e-4, and a well-conditioned one moves by 3e-6, under any tolerance. float16 rounds at
+# every op on both sides: 4 ulps, the relative step of its tolerance (``runner.measure.FLOAT16``).
+CONDITIONING_ULPS = {np.dtype(np.float16): 4}
+DEFAULT_CONDITIONING_ULPS = 16
+# perturbations, the largest move counts: signs alternating along the flat input (neighbours
+# moved apart, as in a row of two), then random signs
+CONDITIONING_DRAWS = 3
 
 
 @functools.cache
@@ -116,3 +127,41 @@ def compute_reference(workload: Workload, variant: Variant = BASE) -> dict[str, 
 
 def _outputs(session, names, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     return dict(zip(names, session.run(list(names), dict(inputs)), strict=True))
+
+
+def conditioning(workload: Workload, variant: Variant = BASE) -> dict[str, np.ndarray]:
+    """Per output, how far each element moves when every floating-point input is moved by
+    ``CONDITIONING_ULPS`` units in its last place: the error rounding alone explains there.
+    Small where a computation is well conditioned, large where it amplifies rounding (a
+    normalization over a near-constant row, a sum of cancelling terms), whatever its ops: the
+    judge allows it against onnxruntime CPU (``runner.compare``). Integer inputs stay as
+    they are."""
+    session = CpuSessions(workload).of(variant)
+    inputs = workload.inputs_of(variant)
+    names = workload.output_names
+    base = _outputs(session, names, inputs)
+    slack = {name: np.zeros(np.shape(value)) for name, value in base.items()}
+    rng = np.random.default_rng(0)
+    for draw in range(CONDITIONING_DRAWS):
+        moved = {name: _perturbed(v, rng, alternating=draw == 0) for name, v in inputs.items()}
+        for name, value in _outputs(session, names, moved).items():
+            reference = base[name]
+            if np.asarray(reference).dtype.kind != "f" or np.shape(value) != np.shape(reference):
+                continue
+            with np.errstate(invalid="ignore"):
+                delta = np.abs(value.astype(np.float64) - reference.astype(np.float64))
+            slack[name] = np.fmax(slack[name], np.nan_to_num(delta, nan=0.0))
+    return slack
+
+
+def _perturbed(value: np.ndarray, rng: np.random.Generator, alternating: bool) -> np.ndarray:
+    value = np.asarray(value)
+    if value.dtype.kind != "f":
+        return value
+    ulp = np.spacing(np.abs(value).astype(value.dtype))
+    if alternating:
+        signs = np.where(np.arange(value.size) % 2, -1, 1).astype(value.dtype).reshape(value.shape)
+    else:
+        signs = rng.choice(np.array([-1, 1], dtype=value.dtype), size=value.shape)
+    ulps = CONDITIONING_ULPS.get(value.dtype, DEFAULT_CONDITIONING_ULPS)
+    return (value + signs * ulp * ulps).astype(value.dtype)

@@ -18,8 +18,9 @@ reference (a case); a scenario, judged run by run against the CPU, fails.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,7 @@ from runner.backends.base import (
     ScenarioWork,
     case_timeout,
 )
+from runner.cause import Cause, cause_of
 from runner.compare import NUMPY
 from runner.history import CaseResult
 from runner.history.record import result_id
@@ -38,12 +40,13 @@ from runner.judge import Evidence, Judgement, Twin, judge
 from runner.localize import LOCALIZED_VERDICTS, first_divergent_node
 from runner.matrix import Case, ScenarioTarget
 from runner.measure import Tolerance
-from runner.oracle import References
+from runner.oracle import References, conditioning
 from runner.scenario.judging import ScenarioJudged, judge_steps
 from runner.scenario.values import ScenarioRun
 from runner.schedule import Feed
 from runner.skips import scenario_skip_reason, skip_reason
 from runner.suite.scenarios import Scenario
+from runner.verdicts import Outcome
 from runner.workload import Workload, materialize
 from runner.workload.optest import expected_outputs
 
@@ -142,6 +145,7 @@ class Step:
         references, no_reference = self._references(workload)
         feeds = workload.feeds(self._options.runs)
         references = {v: workload.defined(v, outputs) for v, outputs in references.items()}
+        slack = functools.cache(lambda v: workload.defined(v, conditioning(workload, v)))
         run = _defined(backend.run(CaseWork(case, workload)), workload, feeds)
         judgement = judge(
             Evidence(
@@ -154,11 +158,13 @@ class Step:
                 earlier=self._earlier(workload) if case.capture else (),
                 no_reference=no_reference,
                 expected=expected,
+                slack=slack,
             )
         )
         divergent = None
         if self._localize and judgement.verdicts & LOCALIZED_VERDICTS:
-            divergent = _localize(backend, case, workload, judgement.verdicts, self._captured)
+            divergent = diagnose(backend, case, workload, judgement.verdicts, self._captured)
+            judgement = _cause_checked(judgement, case.expectation.cause, divergent)
         if case.capture:
             if references:
                 self._layouts.setdefault(workload.key, (case.layout.label, references))
@@ -250,7 +256,31 @@ def _ms_since(began: float) -> float:
     return (time.perf_counter() - began) * 1000
 
 
-def _localize(backend, case, workload, verdicts, prefix) -> dict[str, Any] | None:
+def _cause_checked(
+    judgement: Judgement, declared: Cause | None, divergent: dict[str, Any] | None
+) -> Judgement:
+    """A failure its rule expects whose localized cause is not the one the rule declares is
+    unexpected: the bug the rule pins is not the one that failed."""
+    if declared is None or judgement.outcome != Outcome.EXPECTED:
+        return judgement
+    found = cause_of(judgement.verdict, divergent)
+    if found == declared:
+        return judgement
+    return dataclasses.replace(
+        judgement,
+        outcome=Outcome.UNEXPECTED,
+        message=f"{judgement.message}; localized cause {found}, where its rule declares {declared}",
+    )
+
+
+def diagnose(
+    backend: Backend,
+    case: Case,
+    workload: Workload,
+    verdicts: frozenset[str],
+    prefix: Sequence[tuple[Case, Workload]],
+) -> dict[str, Any] | None:
+    """The first divergent node (``runner.localize``), or the error localizing raised."""
     try:
         return first_divergent_node(backend, case, workload, verdicts, list(prefix))
     except Exception as exc:  # localization is a diagnosis: its failure must not cost the result

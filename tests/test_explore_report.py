@@ -242,15 +242,15 @@ RECORD = {"kind": "explore-run", "format": 1}
             "a folder explore wrote (its --out), holding its records (explore-*.json)",
         ),
         (
-            {"explore-1.json": json.dumps({**RECORD, "format": 2})},
+            {"explore-1.json": json.dumps({**RECORD, "format": 3})},
             "FOUND/explore-1.json: an "
-            "explore record of format 2; this runner reads formats 1 to 1: merge it with the newer "
+            "explore record of format 3; this runner reads formats 1 to 2: merge it with the newer "
             "webgpu-capture-regress that wrote it",
         ),
         (
             {"explore-1.json": "{"},
             "FOUND/explore-1.json: not JSON; expected an explore record "
-            "(JSON, kind 'explore-run', format 1 to 1)",
+            "(JSON, kind 'explore-run', format 1 to 2)",
         ),
         (
             {"explore-1.json": json.dumps({"kind": "run", "format": 1})},
@@ -315,24 +315,25 @@ def test_a_drawn_models_finding_is_pinned_by_a_suite_holding_its_model(tmp_path)
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert f"covered {len(record.covered)} ops and {values + 1} attribute values" in summary
     assert f"{first.op} {first.nodes + 2}" in summary and "made_up=1" in page
-    # once shrunk, a drawn model's ops tell bugs apart: the same finding on two jobs is one row,
-    # and one that is wrong alike over other ops (a Gelu's, a Slice's) is another
+    # a drawn model's root cause tells bugs apart: the same finding on two jobs is one row, and
+    # one of another cause (a Slice's wrong result) is another
     assert finding.ops == tuple(sorted(set(finding.ops))) and set(finding.ops) <= set(
         record.vocabulary
     )
+    assert finding.cause == "stale-layout of LayerNormalization"
     (row,) = [
         r for r in _report(tmp_path, [out, second])["bugs"] if r["verdict"] == finding.verdict
     ]
-    assert row["ops"] == list(finding.ops) and len(row["findings"]) == 2
-    other_ops = tmp_path / "found-3"
-    shutil.copytree(out, other_ops)
-    path, _ = _record(other_ops)
+    assert row["cause"] == finding.cause and len(row["findings"]) == 2
+    other_cause = tmp_path / "found-3"
+    shutil.copytree(out, other_cause)
+    path, _ = _record(other_cause)
     data = json.loads(path.read_text())
-    data["findings"][0]["ops"] = ["Slice"]
+    data["findings"][0].update(cause="wrong-result of Slice", ops=["Slice"])
     path.write_text(json.dumps(data))
-    rows = _report(tmp_path, [out, second, other_ops])["bugs"]
-    apart = sorted(r["ops"] for r in rows if r["verdict"] == finding.verdict)
-    assert apart == sorted([list(finding.ops), ["Slice"]])
+    rows = _report(tmp_path, [out, second, other_cause])["bugs"]
+    apart = sorted(r["cause"] for r in rows)
+    assert apart == sorted([finding.cause, "wrong-result of Slice"])
     assert ": Slice" in (tmp_path / "report" / "summary.md").read_text()
     bugs = tmp_path / "bugs"
     bugs.mkdir()

@@ -1,8 +1,9 @@
-"""The first divergent node: neither a view the model does not output itself (its values are its
-input's) nor a node fed constants only (folded before the session runs) is named: exposing one
-as a graph output only tests how the backend outputs a view or a constant, and onnxruntime's
-WebGPU builds replay such outputs stale (found on Silero VAD). The backend is a fake answering
-like one with that trait and a real capture bug further on: pure logic, no device."""
+"""The first divergent node: neither a copy the model does not output itself (its values are
+its input's, told by onnxruntime CPU's values, not by its op) nor a node fed constants only
+(folded before the session runs) is named: exposing one as a graph output only tests how the
+backend outputs a copy or a constant, and onnxruntime's WebGPU builds replay such outputs stale
+(found on Silero VAD). The backend is a fake answering like one with that trait and a real
+capture bug further on: pure logic, no device."""
 
 from __future__ import annotations
 
@@ -68,8 +69,8 @@ def test_a_view_is_not_named_the_compute_node_after_it_is():
     x = np.array([-1.0, 2.5, 5.0, 7.0], dtype=np.float32)
     workload = Workload("k", relu_view_sigmoid(), {"x": x}, ("y",), {})
     exposed = expose_intermediates(workload)
-    assert exposed.workload.output_names == ("y", "a", "r", "s")  # no view, no constant
-    assert [op for _, op, _ in exposed.nodes] == ["Add", "Relu", "Sigmoid"]
+    assert exposed.workload.output_names == ("y", "a", "r", "s", "u")  # no constant
+    assert [n.op_type for n in exposed.nodes] == ["Add", "Relu", "Unsqueeze", "Sigmoid", "Squeeze"]
     spec, target = ModelSpec("m"), BackendTarget("ort-web", "webgpu")
     suite = Suite("s", Path("s.yaml"), (spec,), (STATIC_SHAPE,), (Layout("default"),), (target,))
     case = Case(suite, spec, STATIC_SHAPE, Layout("default"), target, True, Tolerance())
@@ -79,3 +80,33 @@ def test_a_view_is_not_named_the_compute_node_after_it_is():
     assert node is not None
     assert (node["op_type"], node["name"], node["against"]) == ("Sigmoid", "sigmoid", "eager")
     assert node["mismatched"] == 4 and node["max_abs"] == pytest.approx(0.5)
+    assert not node["copy"] and node["attributes"] == {}
+    assert node["inputs"] == [{"name": "u", "shape": [1, 4], "dtype": "float32"}]
+    worst = node["elements"][0]
+    assert worst["actual"] - worst["expected"] == pytest.approx(0.5)
+
+
+def test_an_output_that_copies_its_input_is_named_a_copy_whatever_its_op():
+    """A Transpose that moves no element is a copy as a Reshape is: told by its values."""
+    x = np.array([[1.5], [-2.0]], dtype=np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Transpose", ["x"], ["y"], name="moves-nothing", perm=[1, 0])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    workload = Workload("t", model.SerializeToString(), {"x": x}, ("y",), {})
+    spec, target = ModelSpec("m"), BackendTarget("ort-web", "webgpu")
+    suite = Suite("s", Path("s.yaml"), (spec,), (STATIC_SHAPE,), (Layout("default"),), (target,))
+    case = Case(suite, spec, STATIC_SHAPE, Layout("default"), target, True, Tolerance())
+
+    class StaleCopy:
+        def run(self, work: CaseWork) -> BackendRun:
+            y = x.reshape(1, 2) + (1.0 if work.case.capture else 0.0)
+            return BackendRun(runs=({"y": y},))
+
+    node = first_divergent_node(StaleCopy(), case, workload, frozenset({"stale-input"}))
+    assert node is not None
+    assert (node["op_type"], node["copy"]) == ("Transpose", True)
+    assert node["attributes"] == {"perm": [1, 0]}

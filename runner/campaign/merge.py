@@ -1,25 +1,29 @@
 """Many explores' findings as one list of bugs: deduplicated across jobs, targets and versions,
 each marked new or pinned by a case of ``suites/bugs/``, and what the campaign covered.
 
-Two findings are one bug when they share the verdict, the failing step's action, the normalized
-text explore tells failures apart by (``Failure.kind``: a backend's message without its numbers,
-or a capture-mismatch's buffer modes) and the injected faults (a canary is never a real bug):
-the rule explore itself applies within one run, so a bug shrunk to different scenarios on two
-targets is still one row, listing each. Drawn models' findings must also share the shrunk
-model's ops (``FindingRecord.ops``): explore's kind leaves them out so that shrinking can drop
-an op, but once shrunk, a Gelu and a Slice that are wrong alike are two bugs.
+Two drawn models' findings are one bug when they share their root cause (``runner.cause``: a
+stale copy output whichever op makes the copy, a Slice's wrong result), for a backend's own
+failure its message without numbers, and the injected faults (a canary is never a real bug),
+whatever their verdict labels, bystanders and shapes. Two scenarios' findings are one bug when
+they share the verdict, the failing step's action, the normalized text explore tells failures
+apart by (``Failure.kind``: a backend's message without its numbers, or a capture-mismatch's
+buffer modes) and the faults: the rule explore itself applies within one run, so a bug shrunk
+to different scenarios on two targets is still one row, listing each.
 
-A scenario's finding is pinned when a scenario of the bugs folder expects its verdict on the
-same model (its content digest, ``suite_model``, computed alike from both suite files) with the
-same steps as the finding's, or its steps through the failing one (sessions renamed by first
-use, ``signature``): a suite scenario states its verdict, model and steps exactly, but not its
-failing step or message (its reason is prose), so these are what both sides can compare
-without running anything. A drawn model's finding (a suite of its cases) is pinned when a bugs
-suite holds the same model (its file's content, at a shape of its) and a ``cases:`` rule of it
-expects the verdict. A backend's own failure (an error, a refusal) is also pinned when a bugs
-scenario or rule expecting its verdict quotes its message in its reason (numbers left out,
-spaces folded): the same text from another trigger is the same bug. Faults are not compared:
-a suite cannot carry ``--inject``.
+A drawn model's finding is pinned when a ``cases:`` rule of the bugs folder declares its cause
+(``cause:``, which ``run`` checks) on a case of the finding's target and version, expecting it
+to fail: the bugs folder selected as ``run --backend TARGET --VERSION`` would select it, so a
+rule holds where it was written and nowhere else. It is also pinned when a bugs suite holds the
+same model (its file's content, at a shape of its) and a ``cases:`` rule of it expects the
+verdict. A scenario's finding is pinned when a scenario of the bugs folder expects its verdict
+on the same model (its content digest, ``suite_model``, computed alike from both suite files)
+with the same steps as the finding's, or its steps through the failing one (sessions renamed by
+first use, ``signature``): a suite scenario states its verdict, model and steps exactly, but not
+its failing step or message (its reason is prose), so these are what both sides can compare
+without running anything. A backend's own failure (an error, a refusal) is also pinned when a
+bugs scenario or rule expecting its verdict quotes its message in its reason (numbers left out,
+spaces folded): the same text from another trigger is the same bug. Faults are not compared: a
+suite cannot carry ``--inject``.
 """
 
 from __future__ import annotations
@@ -37,12 +41,10 @@ from runner.explore.generated import OpCovered
 from runner.explore.machine import cut_after
 from runner.explore.record import GLOB, FindingRecord, RunRecord, read_record
 from runner.explore.space import suite_model
-from runner.selection import versioned_backends
+from runner.selection import Selection, select, versioned_backends
 from runner.suite.loader import load_suite
 from runner.suite.spec import STATIC_SHAPE, Suite
 
-# verdict, action, text, faults, ops
-BugKey = tuple[str, str, str, tuple[str, ...], tuple[str, ...]]
 EXPECTED_FOLDER = f"a folder explore wrote (its --out), holding its records ({GLOB})"
 
 
@@ -52,6 +54,17 @@ class Job:
 
     folder: Path
     record: RunRecord
+
+
+@dataclass(frozen=True, order=True)
+class BugKey:
+    """What one bug's findings share."""
+
+    cause: str  # a drawn model's root cause; "" for a scenario's finding
+    verdict: str  # a scenario's finding's; "" for a drawn model's (one cause, any label)
+    action: str  # a scenario's failing step's
+    text: str  # a backend's own failure's message without numbers, or buffer modes
+    faults: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -85,7 +98,13 @@ class Bug:
 
     @property
     def verdict(self) -> str:
-        return self.key[0]
+        """Every verdict its findings gave, ``/``-joined (one cause may fail as several)."""
+        return "/".join(sorted({s.finding.verdict for s in self.sightings}))
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        """Its shortest drawn finding's ops."""
+        return min(self.sightings, key=_shortest).finding.ops
 
     @property
     def message(self) -> str:
@@ -195,14 +214,22 @@ def merge(jobs: tuple[Job, ...], bugs_folder: Path) -> Campaign:
     grouped: dict[BugKey, list[Sighting]] = {}
     for job in jobs:
         for finding in job.record.findings:
-            key = (finding.verdict, finding.action, finding.text, job.record.inject, finding.ops)
+            if finding.cause:
+                key = BugKey(finding.cause, "", "", finding.text, job.record.inject)
+            else:
+                key = BugKey("", finding.verdict, finding.action, finding.text, job.record.inject)
             grouped.setdefault(key, []).append(Sighting(job, finding))
-    pins = _pins(bugs_folder)
+    pins, causes = _pins(bugs_folder), _DeclaredCauses(bugs_folder)
     bugs = [
-        Bug(key, tuple(seen), _pinned_by(seen, pins), _check_versions(seen, jobs))
+        Bug(
+            key,
+            tuple(seen),
+            tuple(sorted(set(_pinned_by(seen, pins)) | causes.pinning(seen))),
+            _check_versions(seen, jobs),
+        )
         for key, seen in grouped.items()
     ]
-    bugs.sort(key=lambda b: (not b.new, b.verdict, b.key[1:3], b.where))
+    bugs.sort(key=lambda b: (not b.new, b.key, b.where))
     return Campaign(tuple(bugs), Coverage(jobs), bugs_folder)
 
 
@@ -234,6 +261,42 @@ def _pins(folder: Path) -> dict[PinKey, list[str]]:
                 quoted = (verdict, _folded(rule.expectation.reason or ""), None)
                 pins.setdefault(quoted, []).append(f"{path}: a cases: rule (its message)")
     return pins
+
+
+class _DeclaredCauses:
+    """The causes the bugs folder's rules declare, per target and version the folder is
+    selected for (``run --backend TARGET`` on that version), each selected once."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self._selected: dict[tuple[str, str, str], dict[str, list[str]]] = {}
+
+    def pinning(self, seen: list[Sighting]) -> set[str]:
+        """Where a case expected to fail declares a sighting's cause on its target."""
+        return {
+            where
+            for s in seen
+            if s.finding.cause
+            for where in self._on(s.job.record).get(s.finding.cause, ())
+        }
+
+    def _on(self, record: RunRecord) -> dict[str, list[str]]:
+        key = (record.target, record.backend, record.version)
+        if key not in self._selected:
+            versioned = {d.name for d in versioned_backends()}
+            versions = {record.backend: (record.version,)} if record.backend in versioned else {}
+            selection = Selection(
+                (self.folder,), tags=("heavy",), backends=(record.target,), versions=versions
+            )
+            causes: dict[str, list[str]] = {}
+            for case in select(selection, say=lambda text: None):
+                declared = case.expectation.cause
+                if declared is not None and case.expect != {"pass"}:
+                    causes.setdefault(str(declared), []).append(
+                        f"{case.suite.path}: {case.id} (its cause)"
+                    )
+            self._selected[key] = causes
+        return self._selected[key]
 
 
 def _folded(text: str) -> str:

@@ -68,17 +68,18 @@ def markdown(campaign: Campaign) -> str:
             "",
         ]
     if campaign.bugs:
-        lines += ["| | verdict | failing step | message | faults | seen on | finding |"]
-        lines += ["| --- | --- | --- | --- | --- | --- | --- |"]
+        lines += ["| | cause | verdict | failing step | message | faults | seen on | finding |"]
+        lines += ["| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for bug in campaign.bugs:
-            verdict, action, _, faults, ops = bug.key
+            key, ops = bug.key, bug.ops
             first, others = bug.scenarios[0], len(bug.scenarios) - 1
             more = (f": {', '.join(ops)}" if ops else "") + (
-                f"; {others} other scenario(s)" if others else ""
+                f"; {others} other finding(s)" if others else ""
             )
             lines.append(
-                f"| {'**new**' if bug.new else 'pinned'} | {_cell(verdict)} | {_cell(action)} | "
-                f"{_cell(bug.message)} | {_cell(', '.join(faults)) or '-'} | {_cell(_where(bug))}"
+                f"| {'**new**' if bug.new else 'pinned'} | {_cell(key.cause) or '-'} | "
+                f"{_cell(bug.verdict)} | {_cell(key.action) or '-'} | {_cell(bug.message)} | "
+                f"{_cell(', '.join(key.faults)) or '-'} | {_cell(_where(bug))}"
                 f" | {_cell(first.yaml)} ({first.finding.size} {first.finding.unit}{more}) |"
             )
         lines.append("")
@@ -101,11 +102,12 @@ def as_data(campaign: Campaign) -> dict:
     return {
         "bugs": [
             {
-                "verdict": b.key[0],
-                "action": b.key[1],
-                "text": b.key[2],
-                "faults": list(b.key[3]),
-                "ops": list(b.key[4]),
+                "cause": b.key.cause,
+                "verdict": b.verdict,
+                "action": b.key.action,
+                "text": b.key.text,
+                "faults": list(b.key.faults),
+                "ops": list(b.ops),
                 "new": b.new,
                 "pinned_by": list(b.pinned_by),
                 "message": b.message,

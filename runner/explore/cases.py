@@ -9,11 +9,10 @@ had (onnxruntime CPU refuses the model, or computes NaN or infinity) is discarde
 one using an op the target lacks on its GPU path, which is learned and not drawn again: neither
 is a finding.
 
-Two failures are the same bug while exploring when they share the verdict, the failing case's
-mode and, for a backend's own failure, its message (``ModelFailure.kind``): stable while
-Hypothesis shrinks the model (once a kind is found, a model without its finding's ops is shrunk
-apart: the explorer's ``_Examiner._kind``); two findings are the same when they share the
-verdict, the ops of the shrunk model and the message (``ModelFailure.signature``).
+Two failures are the same bug when they share their root cause (``runner.cause``: the
+mechanism and the culprit node's op, from localizing the first failing case) and, for a
+backend's own failure, its message (``ModelFailure.kind``), whatever their verdict label: so a
+bystander beside a known culprit shrinks away rather than making a kind of its own.
 """
 
 from __future__ import annotations
@@ -25,20 +24,23 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from runner.backends.base import Backend, BackendOptions
+from runner.cause import LOCALIZED_MECHANISMS, Cause, cause_of
 from runner.explore.finding import BACKEND_FAILURES
 from runner.explore.generated import GeneratedModel, write_suite
 from runner.explore.space import ExploredModel
 from runner.history import CaseResult
+from runner.localize import LOCALIZED_VERDICTS
 from runner.matrix import Case, expand_suite
 from runner.pipeline import execute
 from runner.repro.command import ReproOptions, repro_descriptor
 from runner.repro.make import make_bundle
 from runner.selection import Selection, select
-from runner.step import Oracle, Step, Stepped
+from runner.step import Oracle, Step, Stepped, diagnose
 from runner.verdicts import FAILING_OUTCOMES
 
 
@@ -49,6 +51,7 @@ class CasesRun:
     stepped: tuple[Stepped, ...] = ()
     discarded: str = ""  # why it is no finding either way
     lacking: tuple[str, str] | None = None  # (op, why): an op the target does not run
+    divergent: dict[str, Any] | None = None  # the first failing case's first divergent node
 
     @property
     def failing(self) -> Stepped | None:
@@ -60,7 +63,7 @@ def run_cases(
     explored: ExploredModel, backend: Backend, oracle: Oracle, options: BackendOptions
 ) -> CasesRun:
     """`explored`'s cases stepped in matrix order (all of them: a finding says what each
-    gives)."""
+    gives), the first failing one localized."""
     step = Step(oracle, options)
     stepped: list[Stepped] = []
     for case in expand_suite(explored.suite):
@@ -70,7 +73,14 @@ def run_cases(
         why = _discard(done)
         if why:
             return CasesRun(discarded=why, lacking=_lacking(done))
-    return CasesRun(tuple(stepped))
+    ran = CasesRun(tuple(stepped))
+    failing = ran.failing
+    if failing is None or not failing.judgement.verdicts & LOCALIZED_VERDICTS:
+        return ran
+    earlier = [(s.case, s.workload) for s in stepped[: stepped.index(failing)] if s.case.capture]
+    judgement, workload = failing.judgement, failing.workload
+    divergent = diagnose(backend, failing.case, workload, judgement.verdicts, earlier)
+    return dataclasses.replace(ran, divergent=divergent)
 
 
 def _discard(stepped: Stepped) -> str:
@@ -98,6 +108,7 @@ class ModelFailure:
     explored: ExploredModel
     stepped: Stepped  # the failing case's step
     cases: tuple[Stepped, ...]  # every case of the example, in matrix order
+    divergent: dict[str, Any] | None = None  # its first divergent node, where one was found
 
     @property
     def generated(self) -> GeneratedModel:
@@ -112,12 +123,25 @@ class ModelFailure:
         return self.stepped.case
 
     @property
+    def mode(self) -> str:
+        """Its failing case's mode (eager, capture, ...)."""
+        return self.case.id.rpartition("/")[2]
+
+    @property
+    def cause(self) -> Cause | None:
+        """Its root cause; where no node was found, its shrunk model's ops stand for the
+        culprit."""
+        return cause_of(self.result.verdict, self.divergent, "+".join(self.ops))
+
+    @property
     def kind(self) -> tuple[str, str, str]:
-        verdict = self.result.verdict
+        """What tells it apart while shrinking: its cause (a stale copy beside a bystander is
+        the lone copy's bug, so the bystander shrinks away), and for a backend's own failure
+        its message, numbers left out."""
         text = ""
-        if verdict in BACKEND_FAILURES:
+        if self.result.verdict in BACKEND_FAILURES:
             text = re.sub(r"\d+", "N", self.result.message)
-        return verdict, self.case.id.rpartition("/")[2], text
+        return str(self.cause), "", text
 
     @property
     def size(self) -> int:
@@ -134,10 +158,8 @@ class ModelFailure:
 
     @property
     def signature(self) -> tuple:
-        """What dedup compares: the verdict, the ops and the message without numbers or
-        names."""
-        message = re.sub(r"'[^']*'|\d+(\.\d+)?(e-?\d+)?", "_", self.result.message)
-        return self.result.verdict, self.ops, message
+        """What dedup compares: the kind."""
+        return self.kind
 
 
 def write_model_finding(
@@ -151,11 +173,14 @@ def write_model_finding(
     verdict = failure.result.verdict
     digest = hashlib.sha256(repr((verdict, failure.generated.digest)).encode()).hexdigest()
     name = f"{verdict}-{digest[:10]}"
+    cause = failure.cause
     rules = [
         {
             "match": {"id": f"*/{_layout_and_mode(s.case)}"},
             "expect": s.judgement.verdict,
             "reason": f"{reason}: {s.judgement.message}",
+            # the localized cause, which ``run`` checks, of the case it was localized on
+            **({"cause": str(cause)} if s is failure.stepped and _declarable(cause) else {}),
         }
         for s in failure.cases
         if s.judgement.verdict != "pass"
@@ -170,6 +195,11 @@ def write_model_finding(
         name=name,
     )
     return written.path
+
+
+def _declarable(cause: Cause | None) -> bool:
+    """Whether `run` can check `cause` on a rule: one localization names."""
+    return cause is not None and cause.localized and cause.mechanism in LOCALIZED_MECHANISMS
 
 
 def _layout_and_mode(case: Case) -> str:

@@ -5,14 +5,13 @@ model the source draws itself, judged as its suite's cases are (``cases``; ``gen
 backend is opened once (one browser for ort-web), every example on a device of its own (on
 ort-web an onnxruntime-web instance), and every example runs through the step (``runner.step``)
 and the judge. Hypothesis runs in passes: a pass ends when Hypothesis has shrunk what it found,
-and the next one treats those kinds of failure as known (a drawn model without the ops of any
-finding of its kind is a kind apart: ``_Examiner._kind``), so nothing is found twice in one
-explore. Its example database lives in the cache folder, per target and faults, so a rerun
-replays known failures first. Hypothesis has no time limit of its own: the budget is checked
-before each example, which raises ``BudgetSpent`` (not an ``Exception``, so Hypothesis lets it
-through) once it is spent; a failure seen before then may overrun it to shrink
-(``_Examiner.grace``), and is written as the smallest failing example seen when even that runs
-out.
+and the next one treats those kinds of failure as known (a drawn model's kind is its root
+cause: ``ModelFailure.kind``), so nothing is found twice in one explore. Its example database
+lives in the cache folder, per target and faults, so a rerun replays known failures first.
+Hypothesis has no time limit of its own: the budget is checked before each example, which raises
+``BudgetSpent`` (not an ``Exception``, so Hypothesis lets it through) once it is spent; a failure
+seen before then may overrun it to shrink (``_Examiner.grace``), and is written as the smallest
+failing example seen when even that runs out.
 
 Where a scenario costs seconds (ort-web: an onnxruntime-web instance each), shrinking is most of
 the work, so a pass runs each distinct scenario once (Hypothesis replays examples while it
@@ -136,8 +135,6 @@ class _Examiner:
         self.shortest: dict[FailureKind, Failure | ModelFailure] = {}
         self.first_seen: dict[FailureKind, tuple[int, float]] = {}  # examples, seconds
         self.known: set[FailureKind] = set()  # found by an earlier pass: passing now
-        # a known kind's drawn findings, by their shrunk models' ops (``_kind``)
-        self.known_ops: dict[FailureKind, list[frozenset[str]]] = {}
         self.pending: list[FailureKind] = []  # found in this pass, shrinking
         self.covered = Coverage()  # of the drawn models judged
 
@@ -168,7 +165,9 @@ class _Examiner:
             else:
                 self.covered.add(explored.generated.model)
                 failing = ran.failing
-                failure = ModelFailure(explored, failing, ran.stepped) if failing else None
+                failure = (
+                    ModelFailure(explored, failing, ran.stepped, ran.divergent) if failing else None
+                )
                 self.outcomes[explored.digest] = failure
         outcome = self.outcomes[explored.digest]
         if isinstance(outcome, str):
@@ -186,7 +185,7 @@ class _Examiner:
         return now
 
     def _judged(self, failure: Failure | ModelFailure | None, fresh: bool, now: float) -> None:
-        kind = None if failure is None else self._kind(failure)
+        kind = None if failure is None else failure.kind
         if kind is None or kind in self.known:
             return
         # an example run in an earlier pass may fail as a kind new in this one (apart from a
@@ -195,27 +194,9 @@ class _Examiner:
             self._keep(failure, kind, now)
         raise _failure_type(kind)(failure.result.message)
 
-    def _kind(self, failure: Failure | ModelFailure) -> FailureKind | None:
-        """The kind `failure` is shrunk as, or None where it is a known finding's. A drawn
-        model failing as a known kind did, but without every op of any of that kind's findings,
-        is a kind of its own, apart from them: a second bug of one verdict and mode (JSEP's Slice
-        beside its Gelu, both ``reference-mismatch`` at eager) is found in a later pass instead
-        of passing there as the first one."""
-        kind = failure.kind
-        found = self.known_ops.get(kind)
-        if not found:
-            return kind
-        if any(ops <= set(failure.ops) for ops in found):
-            return None
-        verdict, mode, text = kind
-        apart = ", ".join(sorted("+".join(sorted(ops)) for ops in found))
-        return verdict, mode, f"{text} (not {apart})"
-
-    def known_finding(self, kind: FailureKind, failure: Failure | ModelFailure) -> None:
-        """`kind`, shrunk to `failure`, is known from now on: it passes in later passes."""
+    def known_finding(self, kind: FailureKind) -> None:
+        """`kind` is known from now on: it passes in later passes."""
         self.known.add(kind)
-        if isinstance(failure, ModelFailure):
-            self.known_ops.setdefault(failure.kind, []).append(frozenset(failure.ops))
 
     def _learn(self, op: str, why: str) -> None:
         """`op` is not drawn again on this target and version (from the next pass, and the next
@@ -311,7 +292,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
                 ) from None
             for kind in examine.pending:
                 failure = examine.cut(examine.shortest[kind])
-                examine.known_finding(kind, failure)
+                examine.known_finding(kind)
                 if failure.signature in written:  # another kind shrank to the same example
                     continue
                 written.add(failure.signature)

@@ -305,7 +305,7 @@ def _pool(op: str) -> Callable:
 
 
 # The vocabulary, simplest first (Hypothesis shrinks towards the first): op -> its builder.
-# Every op runs on wgpu's GPU path; what a target lacks is learned and no longer drawn.
+# What a target lacks (wgpu: Conv and the pools) is learned and no longer drawn.
 OPS: dict[str, Callable] = {
     "Relu": _unary("Relu"),
     "Add": _binary("Add"),
@@ -330,6 +330,7 @@ OPS: dict[str, Callable] = {
     "Expand": _expand,
     "Where": _where,
     "Reshape": _reshape,
+    "Identity": _unary("Identity"),
     "Conv": _conv,
     "MaxPool": _pool("MaxPool"),
     "AveragePool": _pool("AveragePool"),

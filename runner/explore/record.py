@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import InvalidInput
+from runner.explore.cases import ModelFailure
 from runner.explore.finding import Failure, Found
 from runner.explore.generated import OpCovered
 from runner.explore.space import Space
 from runner.files import write_atomic
 
-FORMAT = 1
+FORMAT = 2  # 2: a finding's cause
 KIND = "explore-run"
 GLOB = "explore-*.json"
 
@@ -46,6 +47,7 @@ class FindingRecord:
     seconds_to_first: float
     shrinking_cut: bool
     ops: tuple[str, ...] = ()  # a drawn model's shrunk ops, sorted; () for a scenario
+    cause: str = ""  # a drawn model's root cause (``runner.cause``); "" for a scenario
 
 
 @dataclass(frozen=True)
@@ -96,11 +98,11 @@ def run_record(
     findings = []
     for finding in found:
         failure = finding.failure
-        verdict, action, text = failure.kind
+        _, action, text = failure.kind
         findings.append(
             FindingRecord(
-                verdict,
-                action,
+                failure.result.verdict,
+                failure.mode if isinstance(failure, ModelFailure) else action,
                 text,
                 failure.result.message,
                 failure.failing_step if isinstance(failure, Failure) else None,
@@ -114,6 +116,7 @@ def run_record(
                 round(finding.seconds_to_first, 1),
                 finding.shrinking_cut,
                 () if isinstance(failure, Failure) else failure.ops,
+                "" if isinstance(failure, Failure) else str(failure.cause),
             )
         )
     examples, steps, seconds = counts

@@ -192,7 +192,12 @@ class ScriptMeasure:
         self._first_difference = first_difference
 
     def compare(
-        self, actual: Outputs, expected: Outputs, tolerance: Tolerance, exact_integers: bool = False
+        self,
+        actual: Outputs,
+        expected: Outputs,
+        tolerance: Tolerance,
+        exact_integers: bool = False,
+        slack: Outputs | None = None,  # none reaches the page: a scenario is judged without
     ) -> dict[str, Comparison]:
         measured = json.loads(
             self._compare(actual, expected, tolerance.abs, tolerance.rel, exact_integers)

@@ -21,6 +21,7 @@ from typing import Any
 
 import jsonschema
 
+from runner.cause import parse_cause
 from runner.errors import InvalidInput, Problem
 from runner.packages import PackageFile
 from runner.suite.optests import DEFAULT_OPSET, op_test_files, read_op_tests
@@ -997,7 +998,12 @@ class _Builder:
         tolerance = Tolerance(**rule["tolerance"]) if "tolerance" in rule else None
         parsed = CaseRule(
             rule["match"],
-            Expectation(expect, rule.get("bug"), rule.get("reason")),
+            Expectation(
+                expect,
+                rule.get("bug"),
+                rule.get("reason"),
+                parse_cause(rule["cause"]) if "cause" in rule else None,
+            ),
             tolerance,
             frozenset(rule.get("inject", ())),
             rule.get("buffers", {}),

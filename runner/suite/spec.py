@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from runner.cause import Cause
 from runner.errors import Problem
 from runner.measure import Tolerance
 from runner.packages import PackageFile
@@ -366,6 +367,7 @@ class Expectation:
     expect: frozenset[str] = frozenset({"pass"})
     bug: str | None = None
     reason: str | None = None
+    cause: Cause | None = None  # the root cause a failure must have (``runner.cause``)
 
 
 # `match:` keys that name a backend and build (or a case on one), and a version: a rule that
