@@ -6,11 +6,12 @@ layout-change sequence (so that whatever went stale is stale again), then the ca
 and with capture. Walking the nodes in topological order, the first output that diverges names
 the node: capture against eager for a capture bug, eager against the oracle for a kernel bug.
 
-A node whose output holds an earlier value unchanged (a view or a copy: a Reshape, an
-Identity, a Transpose that moves no element, two Transposes that cancel) is told by those values
-on onnxruntime CPU, not by its op. One made a graph output only by this rewrite is never named: onnxruntime's WebGPU builds
-replay a copy's graph output stale under capture (suites/bugs/ort-reshape-output-stale.yaml), so
-exposing it would name that, not the bug. One the model outputs itself is named, marked a copy.
+A node whose output holds an earlier value unchanged (a view or a copy: a Reshape, an Identity,
+a Transpose that moves no element, two Transposes that cancel) is told by those values on
+onnxruntime CPU, not by its op. One made a graph output only by this rewrite is never named:
+onnxruntime's WebGPU builds replay a copy's graph output stale under capture
+(suites/bugs/ort-reshape-output-stale.yaml), so exposing it would name that, not the bug. One the
+model outputs itself is named, marked a copy.
 """
 
 from __future__ import annotations
