@@ -66,8 +66,8 @@ def cause_of(
     """The cause of a failure of headline `verdict`, from its first divergent node; where none
     was found, by its verdict alone with `unlocalized` (what tells it apart: the model's ops) as
     its culprit. None for a pass or a skip."""
-    if verdict in REFUSALS:
-        return Cause("refusal", unlocalized, localized=False)
+    if verdict in REFUSALS:  # told apart by the backend's message, shrunk to what it refuses
+        return Cause("refusal")
     if verdict in CRASHES:
         return Cause("crash")
     if verdict in ("pass", "skipped"):

@@ -615,11 +615,20 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
             f"the models judged covered {len(explored.covered)} ops and {values} attribute "
             f"values (each op's in {explored.record})"
         )
+    if explored.refusals:
+        print(
+            f"{space.target.id} does not do {len(explored.refusals)} thing(s), not counted as "
+            f"bugs (each in {explored.record}):"
+        )
+        for refusal in explored.refusals:
+            print(f"  {refusal.verdict}: {'; '.join(refusal.nodes)}")
     for finding in explored.findings:
         failure = finding.failure
         cut = "*" if finding.shrinking_cut else ""
+        cause = getattr(failure, "cause", None)
         print(
-            f"{failure.result.verdict}: {finding.size}{cut}, first seen after "
+            f"{failure.result.verdict}{f' ({cause})' if cause else ''}: {finding.size}{cut}, "
+            "first seen after "
             f"{finding.examples_before} examples ({finding.seconds_to_first:.0f} s): "
             f"{finding.path}\n  {failure.result.message}"
         )

@@ -27,6 +27,7 @@ from onnx import TensorProto, helper
 from runner.backends.base import Backend, CaseWork
 from runner.compare import compare
 from runner.matrix import Case
+from runner.measure import Tolerance
 from runner.oracle import compute_reference
 from runner.workload import Workload
 
@@ -56,7 +57,7 @@ class Exposed:
 
 def expose_intermediates(workload: Workload) -> Exposed:
     """The workload with every float node output that depends on a graph input also a graph
-    output."""
+    output; the model's own outputs, of any type, are walked too."""
     model = onnx.load_from_string(workload.model)
     inferred = onnx.shape_inference.infer_shapes(model)
     types = {v.name: v.type.tensor_type.elem_type for v in inferred.graph.value_info}
@@ -69,13 +70,13 @@ def expose_intermediates(workload: Workload) -> Exposed:
             node.op_type,
             node.name,
             tuple(node.input),
-            {a.name: _plain(helper.get_attribute_value(a)) for a in node.attribute},
+            {a.name: plain_attribute(helper.get_attribute_value(a)) for a in node.attribute},
             output in existing,
         )
         for node in model.graph.node
         if node.op_type != "Constant"
         for output in node.output
-        if output in varying and types.get(output) in FLOAT_TYPES
+        if output in varying and (types.get(output) in FLOAT_TYPES or output in existing)
     ]
     # Sorted by name, so that the variants of one model (whose node order a layout may change)
     # expose the same outputs in the same order, as the originals share theirs.
@@ -107,12 +108,13 @@ def _fed_by_inputs(graph: onnx.GraphProto) -> set[str]:
     return varying
 
 
-def _plain(value: Any) -> Any:
-    """An attribute's value as JSON holds it (a tensor or graph by its kind)."""
+def plain_attribute(value: Any) -> Any:
+    """An attribute's value (``helper.get_attribute_value``) as JSON holds it: a string as
+    text, a tensor or a graph by its kind."""
     if isinstance(value, bytes):
         return value.decode(errors="replace")
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [plain_attribute(v) for v in value]
     if isinstance(value, int | float | str):
         return value
     return type(value).__name__
@@ -135,29 +137,46 @@ def first_divergent_node(
     eager = backend.run(CaseWork(eager_case, exposed.workload))
     if eager.status != "ok":
         return None
-    last = exposed.workload.feeds(len(eager.runs))[len(eager.runs) - 1]
-    cpu = compute_reference(exposed.workload, last.variant)
-    values = {**exposed.workload.inputs_of(last.variant), **cpu}
-    if capture_bug:
-        suspect = backend.run(CaseWork(case, exposed.workload))
-        if suspect.status != "ok":
-            return None
-        got, want, against = suspect.outputs, eager.outputs, "eager"
-    else:
-        got, want, against = eager.outputs, cpu, "onnxruntime CPU"
-    earlier = list(exposed.workload.inputs_of(last.variant))  # what a node may copy
+    suspect = backend.run(CaseWork(case, exposed.workload)) if capture_bug else eager
+    if suspect.status != "ok":
+        return None
+    feeds = exposed.workload.feeds(len(suspect.runs))
+    for index, outputs in enumerate(suspect.runs):  # the first run that went wrong tells
+        variant = feeds[min(index, len(feeds) - 1)].variant
+        cpu = compute_reference(exposed.workload, variant)
+        if capture_bug:
+            if index >= len(eager.runs):
+                break
+            want, against = eager.runs[index], "eager"
+        else:
+            want, against = cpu, "onnxruntime CPU"
+        values = {**exposed.workload.inputs_of(variant), **cpu}
+        divergent = _first_divergence(exposed, outputs, want, values, case.tolerance)
+        if divergent is not None:
+            return {**divergent, "against": against, "run": index + 1}
+    return None
+
+
+def _first_divergence(
+    exposed: Exposed,
+    got: Mapping[str, Any],
+    want: Mapping[str, Any],
+    values: Mapping[str, np.ndarray],
+    tolerance: Tolerance,
+) -> dict[str, Any] | None:
+    """The first node, in topological order, whose output in `got` differs from `want`."""
+    earlier = list(values.keys() - {n.output for n in exposed.nodes})  # what a node may copy
     for node in exposed.nodes:
         copy = _copies(node.output, earlier, values)
         earlier.append(node.output)
         if node.output not in got or node.output not in want or (copy and not node.own):
             continue
-        result = compare(got[node.output], want[node.output], case.tolerance)
+        result = compare(got[node.output], want[node.output], tolerance)
         if not result.ok:
             return {
                 "op_type": node.op_type,
                 "name": node.name,
                 "output": node.output,
-                "against": against,
                 "max_abs": result.max_abs if result.max_abs != float("inf") else None,
                 "mismatched": result.mismatched,
                 "total": result.total,

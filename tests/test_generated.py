@@ -87,6 +87,37 @@ def test_the_draw_puts_twins_of_one_op_in_one_graph():
     assert set(layered.layouts[1]["values"]) == {"eps"}
 
 
+def test_bystanders_are_the_nodes_the_culprit_neither_reads_nor_feeds():
+    """A ReduceSum of x0 beside a Relu of x1 feeding a Reshape: with the Reshape the culprit,
+    the ReduceSum goes, with its input and output; the Relu it reads stays."""
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [1, 2])
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [0])
+    nodes = [
+        helper.make_node("ReduceSum", ["x0", "axes"], ["t0"], name="n0"),
+        helper.make_node("Relu", ["x1"], ["t1"], name="n1"),
+        helper.make_node("Reshape", ["t1", "shape"], ["t2"], name="n2"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "generated",
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2]) for x in ("x0", "x1")],
+        [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [1]),
+         helper.make_tensor_value_info("t2", TensorProto.FLOAT, [1, 2])],
+        initializer=[shape, axes],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    drawn = generated.GeneratedModel(
+        model.SerializeToString(), ("ReduceSum", "Relu", "Reshape"), (), tolerance(1)
+    )
+    pruned = generated.without_bystanders(drawn, "n2")
+    assert pruned is not None and pruned.ops == ("Relu", "Reshape")
+    kept = onnx.load_from_string(pruned.model).graph
+    assert [i.name for i in kept.input] == ["x1"] and [o.name for o in kept.output] == ["t2"]
+    assert [t.name for t in kept.initializer] == ["shape"]
+    assert generated.without_bystanders(pruned, "n2") is None  # nothing left to go
+    assert generated.without_bystanders(drawn, "n9") is None
+
+
 def test_the_tolerance_follows_the_longest_reduction():
     assert tolerance(1).abs == 1e-4 and tolerance(1).rel == 1e-4
     assert tolerance(5).abs == 1e-4  # a few terms: the floor
@@ -179,7 +210,7 @@ def _explore(tmp_path: Path, *args: str, budget: str = "40s") -> tuple[int, str]
 @pytest.mark.parametrize(
     ("fault", "verdict", "most_nodes"),
     [
-        ("program-key-without-attribute", "reference-mismatch", 3),
+        ("program-key-without-attribute", "reference-mismatch", 4),
         # the same search for the other two faults (50 s each; the fault tests above fire both)
         pytest.param("program-key-without-rank", "reference-mismatch", 3, marks=pytest.mark.slow),
         pytest.param("shape-only-capture-cache", "stale-layout", 1, marks=pytest.mark.slow),
@@ -199,7 +230,9 @@ def test_explore_finds_each_program_key_canary_shrunk_and_reproducible(
     for path in found:
         assert path.name.startswith(verdict), printed
         assert f"{path.name}: reproduced under run" in printed, printed
-        assert (path.with_suffix("") / "ISSUE.md").is_file()  # its repro bundle
+        issue = (path.with_suffix("") / "ISSUE.md").read_text()  # its repro bundle
+        # the culprit inline: its attributes, inputs and the worst elements
+        assert "\n- attributes: " in issue and "| element | expected | actual |" in issue
     suite = yaml.safe_load(found[0].read_text())
     [model] = suite["models"].values()
     assert len(onnx.load(found[0].parent / model["path"]).graph.node) <= most_nodes, printed
@@ -209,11 +242,10 @@ def test_explore_finds_each_program_key_canary_shrunk_and_reproducible(
 
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_two_bugs_of_one_verdict_are_both_found_apart_by_their_ops(tmp_path):
+def test_two_bugs_of_one_verdict_are_both_found_apart_by_their_causes(tmp_path):
     """Two faults failing alike (``reference-mismatch`` at eager): the row mean that skips its
-    first element and the program key without attributes. The first found (a reduction) passes
-    in later passes only where a model holds its ops, so the second is found too, in a model
-    without them, and both are written and reproduce."""
+    first element and the program key without attributes. Their culprits differ (a ReduceMean's
+    wrong result, another op's), so both are found, written and reproduce."""
     faults = ("row-mean-skips-first", "program-key-without-attribute")
     args = ["--ops", "ReduceMean,Cast,Gelu,Softmax", "--seed", "1"]
     code, printed = _explore(tmp_path, *args, *(f"--inject={fault}" for fault in faults))
@@ -221,6 +253,7 @@ def test_two_bugs_of_one_verdict_are_both_found_apart_by_their_ops(tmp_path):
     [path] = (tmp_path / "found").glob("explore-*.json")
     findings = read_record(path).findings
     assert {(f.verdict, f.action) for f in findings} == {("reference-mismatch", "eager")}
+    assert "wrong-result of ReduceMean" in {f.cause for f in findings}
     reductions = [f for f in findings if "ReduceMean" in f.ops]
     keyed = [f for f in findings if "ReduceMean" not in f.ops]
     assert reductions and keyed, printed
@@ -240,9 +273,10 @@ def test_explore_runs_generated_models_on_the_cpp_ep_on_lavapipe(tmp_path):
     )  # fmt: skip
     printed = done.stdout + done.stderr
     assert done.returncode == 1, printed
-    assert "reproduced under run (1 failing case(s), as expected); ort-native writes no repro" in (
-        printed
-    )
+    assert (
+        "reproduced under run (1 failing case(s), as expected), first divergent node n0 "
+        "(Reshape); ort-native writes no repro"
+    ) in printed
     found = list((tmp_path / "found").glob("*.yaml"))
     assert found and not [p for p in (tmp_path / "found").iterdir() if p.is_dir()]
 

@@ -175,10 +175,21 @@ class Coverage:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """What some targets would not do (no bug): one row of "what these builds do not capture"."""
+
+    verdict: str
+    nodes: tuple[str, ...]
+    message: str  # the first job's
+    where: tuple[tuple[str, str], ...]  # (target, version), sorted
+
+
+@dataclass(frozen=True)
 class Campaign:
     bugs: tuple[Bug, ...]  # new ones first
     coverage: Coverage
     bugs_folder: Path
+    refusals: tuple[Refusal, ...] = ()
 
 
 def read_jobs(folders: Iterable[Path]) -> tuple[Job, ...]:
@@ -230,7 +241,21 @@ def merge(jobs: tuple[Job, ...], bugs_folder: Path) -> Campaign:
         for key, seen in grouped.items()
     ]
     bugs.sort(key=lambda b: (not b.new, b.key, b.where))
-    return Campaign(tuple(bugs), Coverage(jobs), bugs_folder)
+    return Campaign(tuple(bugs), Coverage(jobs), bugs_folder, _refusals(jobs))
+
+
+def _refusals(jobs: tuple[Job, ...]) -> tuple[Refusal, ...]:
+    """The jobs' refusals, one row per verdict and nodes, with every target that refused."""
+    seen: dict[tuple[str, tuple[str, ...]], tuple[str, set[tuple[str, str]]]] = {}
+    for job in jobs:
+        for refusal in job.record.refusals:
+            key = (refusal.verdict, refusal.nodes)
+            message, where = seen.setdefault(key, (refusal.message, set()))
+            where.add((job.record.target, job.record.version))
+    return tuple(
+        Refusal(verdict, nodes, message, tuple(sorted(where)))
+        for (verdict, nodes), (message, where) in sorted(seen.items())
+    )
 
 
 PinKey = tuple[str, str, tuple | None]  # verdict, model digest, steps (None: a suite's cases)

@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 
 from runner.campaign.merge import Bug, Campaign
+from runner.cause import MECHANISMS
+from runner.explore.finding import sized
 from runner.files import write_atomic
 from runner.report.render import templates
 
@@ -24,7 +26,7 @@ def write_report(campaign: Campaign, out: Path) -> tuple[Path, Path, Path]:
     page = (
         templates("runner.campaign")
         .get_template("report.html.j2")
-        .render(c=campaign, link=link, CSP=CSP)
+        .render(c=campaign, link=link, CSP=CSP, mechanisms=MECHANISMS)
     )
     html = write_atomic(out / "index.html", page.encode())
     summary = write_atomic(out / "summary.md", markdown(campaign).encode())
@@ -80,7 +82,21 @@ def markdown(campaign: Campaign) -> str:
                 f"| {'**new**' if bug.new else 'pinned'} | {_cell(key.cause) or '-'} | "
                 f"{_cell(bug.verdict)} | {_cell(key.action) or '-'} | {_cell(bug.message)} | "
                 f"{_cell(', '.join(key.faults)) or '-'} | {_cell(_where(bug))}"
-                f" | {_cell(first.yaml)} ({first.finding.size} {first.finding.unit}{more}) |"
+                f" | {_cell(first.yaml)} ({sized(first.finding.size, first.finding.unit)}{more}) |"
+            )
+        lines.append("")
+    if campaign.refusals:
+        lines += [
+            "What the targets do not do (not bugs: a capture refused, an op not run on the GPU):",
+            "",
+            "| refused | nodes | message | seen on |",
+            "| --- | --- | --- | --- |",
+        ]
+        for refusal in campaign.refusals:
+            where = ", ".join(f"{t} {v}" for t, v in refusal.where)
+            lines.append(
+                f"| {_cell(refusal.verdict)} | {_cell('; '.join(refusal.nodes))} | "
+                f"{_cell(refusal.message)} | {_cell(where)} |"
             )
         lines.append("")
     lines += [
@@ -118,13 +134,22 @@ def as_data(campaign: Campaign) -> dict:
                         "version": s.job.record.version,
                         "yaml": str(s.yaml),
                         "bundle": str(s.bundle),
-                        "size": f"{s.finding.size} {s.finding.unit}",
+                        "size": sized(s.finding.size, s.finding.unit),
                     }
                     for s in b.sightings
                 ],
                 "check_versions": list(b.check_versions),
             }
             for b in campaign.bugs
+        ],
+        "refusals": [
+            {
+                "verdict": r.verdict,
+                "nodes": list(r.nodes),
+                "message": r.message,
+                "seen_on": [list(w) for w in r.where],
+            }
+            for r in campaign.refusals
         ],
         "jobs": [
             {"folder": str(j.folder), "target": j.record.target, "version": j.record.version}

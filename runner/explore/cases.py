@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 
 from runner.backends.base import Backend, BackendOptions
 from runner.cause import LOCALIZED_MECHANISMS, Cause, cause_of
@@ -34,7 +35,7 @@ from runner.explore.finding import BACKEND_FAILURES
 from runner.explore.generated import GeneratedModel, write_suite
 from runner.explore.space import ExploredModel
 from runner.history import CaseResult
-from runner.localize import LOCALIZED_VERDICTS
+from runner.localize import LOCALIZED_VERDICTS, plain_attribute
 from runner.matrix import Case, expand_suite
 from runner.pipeline import execute
 from runner.repro.command import ReproOptions, repro_descriptor
@@ -160,6 +161,42 @@ class ModelFailure:
     def signature(self) -> tuple:
         """What dedup compares: the kind."""
         return self.kind
+
+    @property
+    def refused(self) -> bool:
+        """Whether the backend refused it (to capture, or to run a node on its GPU): what a
+        build does not do, no bug."""
+        cause = self.cause
+        return cause is not None and cause.mechanism == "refusal"
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """Its nodes as a refusal lists them: op, attributes and element types
+        (``Relu() float32 -> float32``), in graph order."""
+        model = onnx.shape_inference.infer_shapes(onnx.load_from_string(self.generated.model))
+        graph = model.graph
+        types = {v.name: v.type.tensor_type.elem_type for v in graph.value_info}
+        types.update({v.name: v.type.tensor_type.elem_type for v in graph.input})
+        types.update({v.name: v.type.tensor_type.elem_type for v in graph.output})
+        types.update({t.name: t.data_type for t in graph.initializer})
+
+        def typed(names) -> str:
+            return ", ".join(
+                onnx.helper.tensor_dtype_to_np_dtype(types[n]).name if n in types else "?"
+                for n in names
+                if n
+            )
+
+        described = []
+        for node in graph.node:
+            attributes = ", ".join(
+                f"{a.name}={plain_attribute(onnx.helper.get_attribute_value(a))}"
+                for a in node.attribute
+            )
+            described.append(
+                f"{node.op_type}({attributes}) {typed(node.input)} -> {typed(node.output)}"
+            )
+        return tuple(described)
 
 
 def write_model_finding(

@@ -54,11 +54,12 @@ from runner.explore.finding import (
     finding_header,
     found_by,
     signature,
+    sized,
     write_finding,
 )
-from runner.explore.generated import Coverage, OpCovered
+from runner.explore.generated import Coverage, OpCovered, without_bystanders
 from runner.explore.machine import cut_after, machine_factory
-from runner.explore.space import COUNTED, ExploredModel, Space, lacking_file
+from runner.explore.space import COUNTED, ExploredModel, Space, lacking_file, learned_lacking
 from runner.files import cache_root, write_atomic
 from runner.matrix import ScenarioTarget
 from runner.oracle import ReferenceCache
@@ -110,6 +111,7 @@ class Explored:
     database: Path
     record: Path  # what explore-report merges
     covered: tuple[OpCovered, ...]  # the ops of the drawn models judged (none for scenarios)
+    refusals: tuple[record.RefusalRecord, ...]  # what the target would not do: no bugs
 
 
 class FailedScenario(Exception):
@@ -229,22 +231,39 @@ class _Examiner:
         if kind not in self.first_seen:
             self.first_seen[kind] = (self.examples, now - self.began)
             self.pending.append(kind)
-            self.say(f"failure: {failure.result.message} ({size} {failure.unit}); shrinking")
+            self.say(f"failure: {failure.result.message} ({sized(size, failure.unit)}); shrinking")
         shortest = self.shortest.get(kind)
         if shortest is not None and size < shortest.size:
-            self.say(f"shrunk {kind[0]} to {size} {failure.unit}")
+            self.say(f"shrunk {kind[0]} to {sized(size, failure.unit)}")
         if shortest is None or size <= shortest.size:
             self.shortest[kind] = failure  # Hypothesis shrinks: the later of equals is simpler
 
     def cut(self, failure: Failure | ModelFailure) -> Failure | ModelFailure:
         """A scenario's `failure` without the steps after its failing one, when that scenario,
         run, fails alike: Hypothesis may keep steps past the failure that cost nothing to keep
-        (a trailing ``release``), which a reader of the written file would wonder about."""
-        if isinstance(failure, ModelFailure) or failure.failing_step == failure.size - 1:
+        (a trailing ``release``), which a reader of the written file would wonder about. A
+        drawn model's without its bystanders (``_without_bystanders``)."""
+        if isinstance(failure, ModelFailure):
+            return self._without_bystanders(failure)
+        if failure.failing_step == failure.size - 1:
             return failure
         scenario = cut_after(failure.scenario, failure.failing_step)
         cut = self.outcome(failure.explored, scenario)
         return cut if cut is not None and cut.kind == failure.kind else failure
+
+    def _without_bystanders(self, failure: ModelFailure) -> ModelFailure:
+        """`failure` without the nodes its culprit neither reads nor feeds, when that model
+        fails with the same cause: Hypothesis's shrinking may stop short of them."""
+        culprit = (failure.divergent or {}).get("name")
+        pruned = without_bystanders(failure.generated, culprit) if culprit else None
+        if pruned is None:
+            return failure
+        explored = self.request.space.source.explored(pruned)
+        ran = run_cases(explored, self.backend, self.oracle, self.request.options)
+        if ran.failing is None:
+            return failure
+        smaller = ModelFailure(explored, ran.failing, ran.stepped, ran.divergent)
+        return smaller if smaller.kind == failure.kind else failure
 
     def grace(self) -> float:
         """How long past the budget a failure may shrink: a share of the budget, or the time
@@ -278,6 +297,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         machine: BackendMachine | None = None  # asked once a finding needs it: by then the
         # target's own page is loaded (ort-web would load its default build's to answer)
         findings: list[Found] = []
+        refusals: list[record.RefusalRecord] = []
         written: set[tuple] = set()
         database = _PassDatabase(examples_database)
         for pass_number in itertools.count(1):
@@ -296,6 +316,10 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
                 if failure.signature in written:  # another kind shrank to the same example
                     continue
                 written.add(failure.signature)
+                if isinstance(failure, ModelFailure) and failure.refused:
+                    refusals.append(_refusal(failure))
+                    say(f"{target.id} refuses {', '.join(failure.nodes)}: not a bug, listed")
+                    continue
                 machine = machine or _machine(backend, target)
                 path = _write(failure, request, machine, say)
                 examples, seconds = examine.first_seen[kind]
@@ -313,6 +337,8 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         backend.close()
     counts = (examine.examples, examine.steps, time.monotonic() - began)
     covered = examine.covered.ops()
+    lacking = {**learned_lacking(target), **examine.lacking}
+    refusals += [record.RefusalRecord("unsupported-op", why, (op,)) for op, why in lacking.items()]
     done = record.run_record(
         space,
         machine.version,
@@ -325,10 +351,15 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         database_folder.name,
         tuple(findings),
         covered,
+        tuple(refusals),
         request.out,
     )
     written = record.write_record(request.out, done)
-    return Explored(tuple(findings), *counts, database_folder, written, covered)
+    return Explored(tuple(findings), *counts, database_folder, written, covered, done.refusals)
+
+
+def _refusal(failure: ModelFailure) -> record.RefusalRecord:
+    return record.RefusalRecord(failure.result.verdict, failure.result.message, failure.nodes)
 
 
 def _write(

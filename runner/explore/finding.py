@@ -110,8 +110,12 @@ class Found:
     @property
     def size(self) -> str:
         """How big it is: ``3 steps``, ``1 node``."""
-        size, unit = self.failure.size, self.failure.unit
-        return f"{size} {unit.removesuffix('s') if size == 1 else unit}"
+        return sized(self.failure.size, self.failure.unit)
+
+
+def sized(size: int, unit: str) -> str:
+    """``3 steps``, ``1 node``: `unit` is plural."""
+    return f"{size} {unit.removesuffix('s') if size == 1 else unit}"
 
 
 def signature(scenario: Scenario) -> tuple:

@@ -438,6 +438,50 @@ def generated_models(draw, vocabulary: tuple[str, ...]) -> GeneratedModel:
     return GeneratedModel(model.SerializeToString(), ops, layouts, tolerance(g.reduction))
 
 
+def without_bystanders(generated: GeneratedModel, culprit: str) -> GeneratedModel | None:
+    """`generated` without the nodes the node named `culprit` neither reads from nor feeds,
+    their outputs, inputs and constants gone with them; None when every node is one of those it
+    reads or feeds (or no node has that name). A second layout stays where a LayerNormalization
+    does."""
+    model = onnx.load_from_string(generated.model)
+    graph = model.graph
+    nodes = list(graph.node)
+    found = [n for n in nodes if n.name == culprit]
+    if not found:
+        return None
+    producers = {out: n for n in nodes for out in n.output}
+    reads = set()  # the culprit and every node it reads from
+    pending = list(found)
+    while pending:
+        node = pending.pop()
+        if node.name not in reads:
+            reads.add(node.name)
+            pending += [producers[name] for name in node.input if name in producers]
+    feeds, values = set(), set(found[0].output)  # every node fed by the culprit's outputs
+    for node in nodes:  # topological
+        if values & set(node.input):
+            feeds.add(node.name)
+            values.update(node.output)
+    kept = [n for n in nodes if n.name in reads | feeds]
+    if len(kept) == len(nodes):
+        return None
+    used = {name for n in kept for name in n.input}
+    made = {name for n in kept for name in n.output}
+    pruned = helper.make_graph(
+        kept,
+        graph.name,
+        [i for i in graph.input if i.name in used],
+        [o for o in graph.output if o.name in made],
+        initializer=[t for t in graph.initializer if t.name in used],
+    )
+    pruned_model = helper.make_model(pruned, opset_imports=model.opset_import)
+    pruned_model.ir_version = model.ir_version
+    onnx.checker.check_model(pruned_model, full_check=True)
+    ops = tuple(n.op_type for n in kept)
+    layouts = generated.layouts if "LayerNormalization" in ops else ()
+    return GeneratedModel(pruned_model.SerializeToString(), ops, layouts, generated.tolerance)
+
+
 @dataclass(frozen=True)
 class GeneratedSuite:
     """A drawn model written as a suite of its own: what `run` reproduces."""

@@ -22,7 +22,7 @@ from runner.explore.generated import OpCovered
 from runner.explore.space import Space
 from runner.files import write_atomic
 
-FORMAT = 2  # 2: a finding's cause
+FORMAT = 2  # 2: a finding's cause, the refusals
 KIND = "explore-run"
 GLOB = "explore-*.json"
 
@@ -51,6 +51,16 @@ class FindingRecord:
 
 
 @dataclass(frozen=True)
+class RefusalRecord:
+    """What the target would not do, no bug: a drawn model it refused to capture, shrunk (its
+    nodes with their attributes and element types), or an op it does not run on its GPU."""
+
+    verdict: str  # capture-unsupported or unsupported-op
+    message: str  # the backend's
+    nodes: tuple[str, ...]  # ``ModelFailure.nodes``, or the op alone
+
+
+@dataclass(frozen=True)
 class RunRecord:
     """One explore: its target, what it covered, and what it found."""
 
@@ -72,6 +82,7 @@ class RunRecord:
     database: str  # its example database's folder (TARGET-HASH) in the folder of databases
     findings: tuple[FindingRecord, ...]
     covered: tuple[OpCovered, ...] = ()  # the ops and attribute values of drawn models judged
+    refusals: tuple[RefusalRecord, ...] = ()
     format: int = FORMAT
     kind: str = KIND
 
@@ -91,6 +102,7 @@ def run_record(
     database: str,
     found: tuple[Found, ...],
     covered: tuple[OpCovered, ...],
+    refusals: tuple[RefusalRecord, ...],
     out: Path,
 ) -> RunRecord:
     """The record of an explore over `space` that found `found` (written under `out`)."""
@@ -139,6 +151,7 @@ def run_record(
         database,
         tuple(findings),
         covered,
+        refusals,
     )
 
 
@@ -198,6 +211,10 @@ def _run_record(data: dict[str, Any]) -> RunRecord:
             "covered": tuple(
                 OpCovered(str(c["op"]), int(c["nodes"]), tuple(map(str, c["values"])))
                 for c in data.get("covered", ())
+            ),
+            "refusals": tuple(
+                RefusalRecord(str(r["verdict"]), str(r["message"]), tuple(map(str, r["nodes"])))
+                for r in data.get("refusals", ())
             ),
         }
     )

@@ -148,6 +148,7 @@ def issue_markdown(report: Report) -> str:
             "the suite's localization, the first node in topological order whose output "
             f"(`{node.get('output')}`) left "
             f"{node.get('against', 'eager')}: {_divergence(node)}.",
+            *_culprit(node),
         ]
     lines += ["", "## The model", "", report.model]
     lines += [f"\n{note[0].upper()}{note[1:]}." for note in report.notes]
@@ -242,6 +243,27 @@ def _divergence(node: Mapping[str, Any]) -> str:
     return (
         f"{node.get('mismatched')}/{node.get('total')} elements outside tolerance, max abs {error}"
     )
+
+
+def _culprit(node: Mapping[str, Any]) -> list[str]:
+    """The culprit inline, for a reader upstream: its attributes, inputs and worst elements
+    (what localization recorded; nothing for a result stored before it did)."""
+    lines = []
+    if "copy" in node:
+        what = "an earlier value unchanged (a view or a copy)" if node["copy"] else "new values"
+        lines += ["", f"Its output holds {what} on onnxruntime CPU."]
+    attributes = node.get("attributes")
+    if attributes is not None:
+        spelt = ", ".join(f"`{k}={v}`" for k, v in attributes.items()) or "none"
+        lines += ["", f"- attributes: {spelt}"]
+    for value in node.get("inputs", ()):
+        constant = ", a constant" if value.get("constant") else ""
+        lines.append(f"- input `{value['name']}`: {value['dtype']} {value['shape']}{constant}")
+    elements = node.get("elements")
+    if elements:
+        lines += ["", "| element | expected | actual |", "| --- | --- | --- |"]
+        lines += [f"| {e['index']} | {e['expected']:.6g} | {e['actual']:.6g} |" for e in elements]
+    return lines
 
 
 def _cell(text: str) -> str:
