@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from runner.backends.base import Backend, CaseWork
 from runner.compare import compare
@@ -36,6 +36,7 @@ FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE}
 CAPTURE_VERDICTS = frozenset({"capture-mismatch", "stale-layout", "stale-input"})
 LOCALIZED_VERDICTS = CAPTURE_VERDICTS | {"reference-mismatch"}
 SHOWN_ELEMENTS = 3  # the worst elements a divergence lists, expected against actual
+SHOWN_CONSTANT = 8  # the most elements of a constant input a divergence lists
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +53,7 @@ class ExposedNode:
 class Exposed:
     workload: Workload
     nodes: tuple[ExposedNode, ...]  # topological
-    initializers: Mapping[str, tuple[tuple[int, ...], str]]  # name -> (shape, dtype)
+    initializers: Mapping[str, np.ndarray]
 
 
 def expose_intermediates(workload: Workload) -> Exposed:
@@ -89,10 +90,7 @@ def expose_intermediates(workload: Workload) -> Exposed:
         model=model.SerializeToString(),
         output_names=names,
     )
-    initializers = {
-        t.name: (tuple(t.dims), helper.tensor_dtype_to_np_dtype(t.data_type).name)
-        for t in model.graph.initializer
-    }
+    initializers = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     return Exposed(exposed, tuple(nodes), initializers)
 
 
@@ -202,15 +200,21 @@ def _copies(output: str, earlier: list[str], values: Mapping[str, np.ndarray]) -
 
 
 def _described(
-    name: str,
-    values: Mapping[str, np.ndarray],
-    initializers: Mapping[str, tuple[tuple[int, ...], str]],
+    name: str, values: Mapping[str, np.ndarray], initializers: Mapping[str, np.ndarray]
 ) -> dict[str, Any]:
+    """An input's name, shape and type; a small constant's values too (a Slice's steps)."""
     if name in values:
         value = np.asarray(values[name])
         return {"name": name, "shape": list(value.shape), "dtype": value.dtype.name}
-    shape, dtype = initializers.get(name, ((), "unknown"))
-    return {"name": name, "shape": list(shape), "dtype": dtype, "constant": True}
+    if name not in initializers:  # a value no rewrite exposes (an integer intermediate)
+        return {"name": name}
+    constant = initializers[name]
+    return {
+        "name": name,
+        "shape": list(constant.shape),
+        "dtype": constant.dtype.name,
+        "constant": constant.tolist() if constant.size <= SHOWN_CONSTANT else True,
+    }
 
 
 def _worst_elements(actual: Any, expected: Any) -> list[dict[str, Any]]:

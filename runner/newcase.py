@@ -47,11 +47,16 @@ def _comment(text: str) -> str:
     return "# " + NOT_COMMENT_SAFE.sub(" ", text).strip()
 
 
+# what a line about the divergent node says; its inputs, attributes and worst elements are
+# the repro bundle's ISSUE.md's
+NODE_SUMMARY = ("op_type", "name", "max_abs", "against", "output", "mismatched", "total", "copy")
+
+
 def node_text(node: dict[str, Any]) -> str:
-    """The divergent node in words, op type and name first (records store keys sorted)."""
-    node = {k: v for k, v in node.items() if k != "name" or v}  # an unnamed node: op and output
-    first = [k for k in ("op_type", "name", "max_abs") if k in node]
-    return ", ".join(f"{k} {node[k]}" for k in first + sorted(set(node) - set(first)))
+    """The divergent node in words, op type and name first."""
+    shown = [k for k in NODE_SUMMARY if k in node and (k != "name" or node[k])]
+    shown += sorted(k for k in set(node) - set(NODE_SUMMARY) if k == "error")
+    return ", ".join(f"{k} {node[k]}" for k in shown)
 
 
 def _number(value: float | None) -> str:

@@ -129,3 +129,28 @@ def test_a_stale_copy_is_one_finding_whichever_op_makes_it_pinned_by_its_bugs_su
     assert sorted(f["yaml"].split("/")[-2] for f in row["findings"]) == ["Identity", "Reshape"]
     pin = "ort-reshape-output-stale.yaml: identity-output/layout=default/ort-native/capture"
     assert any(p.endswith(f"{pin} (its cause)") for p in row["pinned_by"]), row["pinned_by"]
+
+
+@pytest.mark.pypi
+def test_a_refusal_is_listed_once_not_written_as_a_bug(tmp_path):
+    """onnxruntime-webgpu 1.27.0 runs an opset-20 AveragePool on the CPU (its WebGPU kernel is
+    registered up to opset 18: suites/bugs/ort-webgpu-averagepool-19-cpu.yaml), so it refuses to
+    capture it: explore lists that among what the target does not do, shrunk to the one node,
+    writes no finding, and explore-report shows it apart from the bugs."""
+    explored = regress(
+        "explore", "--models", "generated", "--backend", "ort-native", "--ops", "AveragePool",
+        "--budget", "10s", "--seed", "1", "--database", tmp_path / "db", "--out", tmp_path / "f",
+        process=True,
+    )  # fmt: skip
+    assert explored.returncode == 0, explored.stdout + explored.stderr
+    assert "nothing found" in explored.stdout
+    assert not list((tmp_path / "f").glob("*.yaml"))
+    report = regress("explore-report", tmp_path / "f", "--out", tmp_path / "report")
+    assert report.returncode == 0, report.stderr
+    merged = json.loads((tmp_path / "report" / "bugs.json").read_text())
+    assert merged["bugs"] == []
+    (refusal,) = [r for r in merged["refusals"] if r["verdict"] == "capture-unsupported"]
+    (node,) = refusal["nodes"]
+    assert node.startswith("AveragePool(") and node.endswith(" float32 -> float32")
+    assert "partitioned to the WebGpuExecutionProvider" in refusal["message"]
+    assert "What the targets do not do" in (tmp_path / "report" / "summary.md").read_text()

@@ -251,6 +251,27 @@ def test_float16_captures_on_lavapipe_and_a_stale_layout_shows(tmp_path, backend
 
 
 @pytest.mark.pypi
+def test_float16_decoders_decode_under_capture_on_lavapipe_and_a_stale_input_shows(tmp_path):
+    """suites/float16-decoder.yaml on ONNX Runtime's C++ EP (lavapipe): the tiny Llama decoder
+    in float16, plain and q4f16 (4-bit weights), prefilled on the device, every decode step
+    captured and replayed in two uniform orders, each step within the suite's stated float16
+    tolerance of onnxruntime CPU's float16 loop. With the recording run's inputs bound in place
+    of the application's (``input-snapshot-at-capture``), every capture case is stale-input."""
+    selected = ["run", "suites/float16-decoder.yaml", "--filter", "backend=ort-native"]
+    clean = regress(*selected, "--out", tmp_path / "clean")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    results = list(results_of(tmp_path / "clean").values())
+    assert len(results) == 10 and {r["verdict"] for r in results} == {"pass"}
+    assert all(r["trace"]["replay_reruns"] == 0 for r in results if r["capture"] != "eager")
+    assert all(0 < r["max_abs_error"] <= 1.5625e-2 for r in results)  # float16's rounding
+
+    regress(*selected, "--inject", "input-snapshot-at-capture", "--out", tmp_path / "fault")
+    faulty = results_of(tmp_path / "fault").values()
+    verdicts = sorted((r["capture"], r["verdict"]) for r in faulty)
+    assert verdicts == [("capture", "stale-input")] * 6 + [("eager", "pass")] * 4
+
+
+@pytest.mark.pypi
 def test_the_ort_native_canaries_fire_on_lavapipe(tmp_path):
     """suites/canaries.yaml's ort-native canaries on real capture (lavapipe): each fault seen by
     its detector, the clean cases passing."""

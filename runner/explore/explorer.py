@@ -320,7 +320,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
                     refusals.append(_refusal(failure))
                     say(f"{target.id} refuses {', '.join(failure.nodes)}: not a bug, listed")
                     continue
-                machine = machine or _machine(backend, target)
+                machine = machine or _machine(backend, target, failure.result.adapter)
                 path = _write(failure, request, machine, say)
                 examples, seconds = examine.first_seen[kind]
                 found = Found(failure, path, examples, seconds, spent)
@@ -332,7 +332,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
             # known, not fixed, and the next explore should replay them first.
             database = _PassDatabase(database.inner, keep_fetched=True)
         say(examine.progress())
-        machine = machine or _machine(backend, target)
+        machine = machine or _machine(backend, target, None)
     finally:
         backend.close()
     counts = (examine.examples, examine.steps, time.monotonic() - began)
@@ -501,14 +501,16 @@ def _database_folder(space: Space, inject: frozenset[str], root: Path) -> Path:
     return root / f"{space.target.id.replace(':', '-')}-{digest}"
 
 
-def _machine(backend: Backend, target: BackendTarget) -> BackendMachine:
-    """The version and adapter the backend reports (its environment, as run.json records)."""
+def _machine(backend: Backend, target: BackendTarget, seen: str | None) -> BackendMachine:
+    """The version and adapter the backend reports (its environment, as run.json records); the
+    adapter a run was `seen` on where the environment names none (ort-native's children
+    each find their own)."""
     try:
         environment = backend.environment()
     except Exception as exc:  # an adapter that cannot be described must not stop exploring
         environment = {"adapter": {"name": f"unknown ({type(exc).__name__})"}}
     adapter = environment.get("adapter") or {}
     keys = ("vendor", "name", "device", "architecture", "description", "driver")
-    described = ", ".join(str(adapter[k]) for k in keys if adapter.get(k)) or "unknown"
+    described = ", ".join(str(adapter[k]) for k in keys if adapter.get(k)) or seen or "unknown"
     version = str(target.version or environment.get(target.name) or "n/a")
     return BackendMachine(version, described, environment)

@@ -257,8 +257,13 @@ def _culprit(node: Mapping[str, Any]) -> list[str]:
         spelt = ", ".join(f"`{k}={v}`" for k, v in attributes.items()) or "none"
         lines += ["", f"- attributes: {spelt}"]
     for value in node.get("inputs", ()):
-        constant = ", a constant" if value.get("constant") else ""
-        lines.append(f"- input `{value['name']}`: {value['dtype']} {value['shape']}{constant}")
+        if "dtype" not in value:
+            lines.append(f"- input `{value['name']}`")
+            continue
+        constant = value.get("constant")
+        held = f", the constant {constant}" if isinstance(constant, list) else ""
+        held = held or (", a constant" if constant else "")
+        lines.append(f"- input `{value['name']}`: {value['dtype']} {value['shape']}{held}")
     elements = node.get("elements")
     if elements:
         lines += ["", "| element | expected | actual |", "| --- | --- | --- |"]

@@ -59,7 +59,7 @@ MAX_TENSOR_BYTES = int(os.environ.get("REGRESS_MAX_TENSOR_MIB", "1024")) << 20
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "suite.schema.json"
 BUILTIN_DIMS = {"encoder": ("batch", "sequence")}
 # What one builtin takes and the other does not (both: layers, hidden, heads, vocab, seed).
-ENCODER_KEYS = frozenset({"style", "ffn", "eps", "activation", "dtype", "max_positions"})
+ENCODER_KEYS = frozenset({"style", "ffn", "eps", "activation", "max_positions"})
 DECODER_KEYS = frozenset({"kv_heads", "intermediate", "max_length", "quantized", "generate"})
 
 
@@ -584,9 +584,12 @@ class _Builder:
             sized = dims is not None
         else:
             fields = {k: v for k, v in spec.items() if k in DecoderParams.__dataclass_fields__}
+            caches = fields.get("dtype", "float32")  # the builtin's caches are of its float type
             try:
                 # accuracy_level 0: onnxruntime CPU dequantizes exactly, as every backend does
-                params = DecoderParams(**fields, accuracy_level=0, static_mask=True)
+                params = DecoderParams(
+                    **fields, accuracy_level=0, static_mask=True, cache_dtype=caches
+                )
             except ValueError as exc:
                 self.problem(path, f"model {name!r}: {exc}", "sizes GroupQueryAttention takes")
                 params = DecoderParams(static_mask=True)

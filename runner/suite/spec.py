@@ -164,6 +164,7 @@ class DecoderParams:
     accuracy_level: int = 4  # MatMulNBits accuracy_level (the builder's default for cpu, webgpu)
     static_mask: bool = False  # the builder's enable_webgpu_graph mask subgraph
     cache_dtype: str = "float32"  # the KV caches' numpy type (a decoder file's may be float16)
+    dtype: str = "float32"  # the builtin's every float tensor: float32 | float16
 
     def __post_init__(self) -> None:
         if min(self.layers, self.hidden, self.heads, self.kv_heads, self.vocab) < 1:
@@ -183,6 +184,8 @@ class DecoderParams:
             raise ValueError(f"block_size={self.block_size}: a power of 2, at least 16")
         if self.accuracy_level not in range(5):
             raise ValueError(f"accuracy_level={self.accuracy_level}: expected 0 to 4")
+        if self.dtype not in ("float32", "float16"):
+            raise ValueError(f"dtype={self.dtype!r}: expected float32 or float16")
 
     @property
     def head_size(self) -> int:

@@ -1,7 +1,8 @@
 """A Llama-style decoder as onnxruntime-genai's model builder writes it; its CPU generation loop.
 
 The graph follows ``src/python/py/models/builders/base.py`` of microsoft/onnxruntime-genai
-(``Model`` for ``ep`` cpu or webgpu, float32): for those EPs the builder picks
+(``Model`` for ``ep`` cpu or webgpu, float32 or, with ``dtype: float16``, float16 as its fp16
+precision writes every float tensor): for those EPs the builder picks
 GroupQueryAttention with ``past_present_share_buffer``, a packed QKV MatMul and rotary embedding
 inside GQA (``do_rotary=1``, ``cos_cache``/``sin_cache`` initializers of [max_length,
 head_size/2]; no ``position_ids`` input, no separate RotaryEmbedding). Per layer:
@@ -132,6 +133,9 @@ class _Graph:
         return self.rng.normal(0.0, std, shape).astype(np.float32)
 
     def weight(self, name: str, array: np.ndarray) -> str:
+        """An initializer; a float one in the model's float type (``dtype``)."""
+        if array.dtype.kind == "f":
+            array = array.astype(self.params.dtype)
         self.initializers.append(numpy_helper.from_array(array, name))
         return name
 
@@ -263,6 +267,7 @@ class _Graph:
 
     def model(self) -> onnx.ModelProto:
         p = self.params
+        floats = helper.np_dtype_to_tensor_dtype(np.dtype(p.dtype))
         cache = ["batch_size", p.kv_heads, "past_sequence_length", p.head_size]
         present = ["batch_size", p.kv_heads, "total_sequence_length", p.head_size]
         inputs = [
@@ -275,16 +280,16 @@ class _Graph:
         ]
         outputs = [
             helper.make_tensor_value_info(
-                "logits", TensorProto.FLOAT, ["batch_size", "sequence_length", p.vocab]
+                "logits", floats, ["batch_size", "sequence_length", p.vocab]
             )
         ]
         for i in range(p.layers):
             inputs += [
-                helper.make_tensor_value_info(n, TensorProto.FLOAT, cache)
+                helper.make_tensor_value_info(n, floats, cache)
                 for n in _cache_names("past_key_values", i)
             ]
             outputs += [
-                helper.make_tensor_value_info(n, TensorProto.FLOAT, present)
+                helper.make_tensor_value_info(n, floats, present)
                 for n in _cache_names("present", i)
             ]
         graph = helper.make_graph(self.nodes, "main_graph", inputs, outputs, self.initializers)
