@@ -29,6 +29,7 @@ from runner.compare import compare
 from runner.matrix import Case
 from runner.measure import Tolerance
 from runner.oracle import compute_reference
+from runner.schedule import BASE
 from runner.workload import Workload
 
 FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE}
@@ -47,25 +48,38 @@ class ExposedNode:
     inputs: tuple[str, ...]
     attributes: Mapping[str, Any]
     own: bool  # an output of the model itself, not exposed by the rewrite
+    copy: bool  # its output holds an earlier value unchanged, on onnxruntime CPU
 
 
 @dataclasses.dataclass(frozen=True)
 class Exposed:
     workload: Workload
-    nodes: tuple[ExposedNode, ...]  # topological
+    nodes: tuple[ExposedNode, ...]  # topological: the model's outputs and those exposed
     initializers: Mapping[str, np.ndarray]
+    inferred: Mapping[str, dict[str, Any]]  # a value's shape and dtype, by shape inference
 
 
 def expose_intermediates(workload: Workload) -> Exposed:
     """The workload with every float node output that depends on a graph input also a graph
-    output; the model's own outputs, of any type, are walked too."""
+    output, but copies' (a copy the model outputs itself stays one, and is walked as every own
+    output is, of any type). Which outputs are copies onnxruntime CPU says, on the model with
+    every such output exposed, before the backend sees any."""
     model = onnx.load_from_string(workload.model)
     inferred = onnx.shape_inference.infer_shapes(model)
     types = {v.name: v.type.tensor_type.elem_type for v in inferred.graph.value_info}
     types.update({o.name: o.type.tensor_type.elem_type for o in model.graph.output})
     existing = {o.name for o in model.graph.output}
     varying = _fed_by_inputs(model.graph)
-    nodes = [
+    walked = [
+        (node, output)
+        for node in model.graph.node
+        if node.op_type != "Constant"
+        for output in node.output
+        if output in varying and (types.get(output) in FLOAT_TYPES or output in existing)
+    ]
+    everything = _with_outputs(workload, model, {o for _, o in walked} - existing, types)
+    copies = _copies(everything, [o for _, o in walked])
+    nodes = tuple(
         ExposedNode(
             output,
             node.op_type,
@@ -73,25 +87,56 @@ def expose_intermediates(workload: Workload) -> Exposed:
             tuple(node.input),
             {a.name: plain_attribute(helper.get_attribute_value(a)) for a in node.attribute},
             output in existing,
+            output in copies,
         )
-        for node in model.graph.node
-        if node.op_type != "Constant"
-        for output in node.output
-        if output in varying and (types.get(output) in FLOAT_TYPES or output in existing)
-    ]
-    # Sorted by name, so that the variants of one model (whose node order a layout may change)
-    # expose the same outputs in the same order, as the originals share theirs.
-    for output in sorted({n.output for n in nodes} - existing):
+        for node, output in walked
+        if output in existing or output not in copies
+    )
+    exposed = _with_outputs(workload, model, {n.output for n in nodes} - existing, types)
+    initializers = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    graph = inferred.graph
+    described = {
+        v.name: {
+            "shape": [d.dim_value if d.HasField("dim_value") else d.dim_param
+                      for d in v.type.tensor_type.shape.dim],
+            "dtype": helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type).name,
+        }
+        for v in (*graph.value_info, *graph.input, *graph.output)
+        if v.type.tensor_type.elem_type
+    }  # fmt: skip
+    return Exposed(exposed, nodes, initializers, described)
+
+
+def _with_outputs(
+    workload: Workload, model: onnx.ModelProto, outputs: set[str], types: Mapping[str, int]
+) -> Workload:
+    """`workload` whose model also outputs `outputs`, sorted by name, so that the variants of
+    one model (whose node order a layout may change) expose the same outputs in the same
+    order, as the originals share theirs."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    for output in sorted(outputs):
         model.graph.output.append(helper.make_tensor_value_info(output, types[output], None))
-    names = tuple(o.name for o in model.graph.output)
-    exposed = dataclasses.replace(
+    return dataclasses.replace(
         workload,
         key=workload.key + "+intermediates",
         model=model.SerializeToString(),
-        output_names=names,
+        output_names=tuple(o.name for o in model.graph.output),
     )
-    initializers = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    return Exposed(exposed, tuple(nodes), initializers)
+
+
+def _copies(everything: Workload, walked: list[str]) -> set[str]:
+    """The outputs among `walked` (topological) that hold the values of a graph input or of an
+    earlier output, element for element in order, on onnxruntime CPU: what a view or a copy
+    computes, whichever op (or pair of ops that cancel) makes it."""
+    values = {**everything.inputs_of(BASE), **compute_reference(everything, BASE)}
+    earlier = [np.ravel(v) for v in everything.inputs_of(BASE).values()]
+    copies = set()
+    for output in walked:
+        value = np.ravel(values[output])
+        if any(np.array_equal(value, other) for other in earlier):
+            copies.add(output)
+        earlier.append(value)
+    return copies
 
 
 def _fed_by_inputs(graph: onnx.GraphProto) -> set[str]:
@@ -163,11 +208,8 @@ def _first_divergence(
     tolerance: Tolerance,
 ) -> dict[str, Any] | None:
     """The first node, in topological order, whose output in `got` differs from `want`."""
-    earlier = list(values.keys() - {n.output for n in exposed.nodes})  # what a node may copy
     for node in exposed.nodes:
-        copy = _copies(node.output, earlier, values)
-        earlier.append(node.output)
-        if node.output not in got or node.output not in want or (copy and not node.own):
+        if node.output not in got or node.output not in want:
             continue
         result = compare(got[node.output], want[node.output], tolerance)
         if not result.ok:
@@ -178,37 +220,22 @@ def _first_divergence(
                 "max_abs": result.max_abs if result.max_abs != float("inf") else None,
                 "mismatched": result.mismatched,
                 "total": result.total,
-                "copy": copy,
+                "copy": node.copy,
                 "attributes": dict(node.attributes),
-                "inputs": [_described(name, values, exposed.initializers) for name in node.inputs],
+                "inputs": [_described(name, values, exposed) for name in node.inputs],
                 "elements": _worst_elements(got[node.output], want[node.output]),
             }
     return None
 
 
-def _copies(output: str, earlier: list[str], values: Mapping[str, np.ndarray]) -> bool:
-    """Whether `output` holds the values of a graph input or an earlier node's output, element
-    for element in order: what a view or a copy computes, whichever op (or pair of ops that
-    cancel) makes it."""
-    value = values.get(output)
-    if value is None:
-        return False
-    return any(
-        name in values and np.array_equal(np.ravel(values[name]), np.ravel(value))
-        for name in earlier
-    )
-
-
-def _described(
-    name: str, values: Mapping[str, np.ndarray], initializers: Mapping[str, np.ndarray]
-) -> dict[str, Any]:
+def _described(name: str, values: Mapping[str, np.ndarray], exposed: Exposed) -> dict[str, Any]:
     """An input's name, shape and type; a small constant's values too (a Slice's steps)."""
     if name in values:
         value = np.asarray(values[name])
         return {"name": name, "shape": list(value.shape), "dtype": value.dtype.name}
-    if name not in initializers:  # a value no rewrite exposes (an integer intermediate)
-        return {"name": name}
-    constant = initializers[name]
+    if name not in exposed.initializers:  # a value the rewrite does not expose (a copy)
+        return {"name": name, **exposed.inferred.get(name, {})}
+    constant = exposed.initializers[name]
     return {
         "name": name,
         "shape": list(constant.shape),

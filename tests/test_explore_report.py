@@ -230,6 +230,32 @@ def test_a_backend_failure_a_bugs_reason_quotes_is_pinned_and_another_message_is
     assert sum(row["new"] for row in merged["bugs"]) == 5
 
 
+def test_a_25_minute_explore_of_a_cpp_build_reads_as_its_root_causes_all_pinned(tmp_path):
+    """tests/data/explore-webgpu-1.29.0 (its README says how it was made): two rows, each a root
+    cause suites/bugs/ declares on that target and version, so none is new; no
+    LayerNormalization row (its float32 rounding over a near-constant row is no bug), and
+    each ISSUE.md shows its culprit inline and names no path of the machine that found it."""
+    folder = REPO / "tests" / "data" / "explore-webgpu-1.29.0"
+    merged = _report(tmp_path, [folder])
+    rows = {row["cause"]: row for row in merged["bugs"]}
+    assert set(rows) == {"stale-copy-output", "wrong-result of Slice"}
+    assert not any(row["new"] for row in merged["bugs"]) and merged["refusals"] == []
+    bugs = REPO / "suites" / "bugs"
+    for cause, suite in (
+        ("stale-copy-output", "ort-reshape-output-stale.yaml"),
+        ("wrong-result of Slice", "ort-webgpu-slice-negative-step.yaml"),
+    ):
+        pins = rows[cause]["pinned_by"]
+        assert any(p.startswith(f"{bugs / suite}: ") and p.endswith("(its cause)") for p in pins)
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "2 bug(s) found, **0 new**" in summary
+    issue = (folder / "reference-mismatch-d4182e5c00" / "ISSUE.md").read_text()
+    assert "- input `c3`: int64 [1], the constant [-1]" in issue  # the Slice's step
+    assert "| element | expected | actual |" in issue
+    for finding in folder.glob("*/ISSUE.md"):
+        assert "/work/" not in finding.read_text() and "/tmp/" not in finding.read_text()
+
+
 RECORD = {"kind": "explore-run", "format": 1}
 
 
