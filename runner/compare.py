@@ -3,9 +3,9 @@
 The rule is ORT-web's op-test runner's (js/web/test/test-runner.ts): equal values (infinities of
 one sign included) and NaN against NaN pass; otherwise an element passes within `abs`, or when
 both have the same sign and the larger over the smaller is within 1 + `rel`. Against
-onnxruntime CPU an element also passes within its slack: what rounding the inputs moves it by
-(``runner.oracle.conditioning``), so that an ill-conditioned computation's float rounding is no
-bug while a well-conditioned one's real error still is.
+onnxruntime CPU an element also passes within `abs` plus its slack: what rounding the inputs
+moves it by (``runner.oracle.conditioning``), so that an ill-conditioned computation's float
+rounding is no bug while a well-conditioned one's real error still is.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def compare(
     rel[same] = 0.0
     passed = same | (diff <= tolerance.abs) | (ratio <= 1.0 + tolerance.rel)
     if slack is not None:
-        passed |= diff <= np.asarray(slack, dtype=np.float64).ravel()
+        passed |= diff <= tolerance.abs + np.asarray(slack, dtype=np.float64).ravel()
     return Comparison(
         max_abs=float(diff.max()),
         max_rel=float(rel.max()),

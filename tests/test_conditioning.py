@@ -71,7 +71,7 @@ def stepped(suite: Path, backend: ErrorInjecting):
 def test_ill_conditioned_rounding_is_no_bug(tmp_path):
     """explore's false positive of 2026-12-05: LayerNormalization over rows of 2, eps 1e-5, two
     elements 1.77e-4 off onnxruntime CPU. Two close values in a row make its output amplify
-    rounding: 16 ulps of input move it by 6e-4, so it passes."""
+    rounding: 64 ulps of input move it by 2.4e-3, so it passes."""
     suite = layer_norm_suite(tmp_path, row=2, low=1.0, high=1.001)
     done = stepped(suite, ErrorInjecting(1.77e-4, 2))
     assert done.judgement.verdict == "pass"
@@ -99,5 +99,5 @@ def test_slack_is_what_rounding_the_inputs_explains(tmp_path, dtype):
         (case,) = select(Selection((layer_norm_suite(tmp_path / name, row, low, high, dtype),)))
         slack[name] = conditioning(materialize(case, 1))["y"]
     ill, well = slack["ill"], slack["well"]
-    assert well.max() < 64 * float(np.finfo(dtype).eps)  # a few ulps of input, moved by a few
+    assert well.max() < 128 * float(np.finfo(dtype).eps)  # the ulps moved, hardly amplified
     assert ill.max() > 100 * well.max()  # amplified a hundredfold and more
