@@ -625,7 +625,7 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
     for finding in explored.findings:
         failure = finding.failure
         cut = "*" if finding.shrinking_cut else ""
-        cause = getattr(failure, "cause", None)
+        cause = failure.cause
         print(
             f"{failure.result.verdict}{f' ({cause})' if cause else ''}: {finding.size}{cut}, "
             "first seen after "

@@ -28,7 +28,7 @@ from runner.backends.base import Backend, CaseWork
 from runner.compare import compare
 from runner.matrix import Case
 from runner.measure import Tolerance
-from runner.oracle import compute_reference
+from runner.oracle import ReferenceCache, compute_reference
 from runner.schedule import BASE
 from runner.workload import Workload
 
@@ -184,9 +184,10 @@ def first_divergent_node(
     if suspect.status != "ok":
         return None
     feeds = exposed.workload.feeds(len(suspect.runs))
+    references = ReferenceCache(None).references(exposed.workload)  # one CPU session a shape
     for index, outputs in enumerate(suspect.runs):  # the first run that went wrong tells
         variant = feeds[min(index, len(feeds) - 1)].variant
-        cpu = compute_reference(exposed.workload, variant)
+        cpu = references[variant]
         if capture_bug:
             if index >= len(eager.runs):
                 break

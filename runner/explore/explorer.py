@@ -317,8 +317,11 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
                     continue
                 written.add(failure.signature)
                 if isinstance(failure, ModelFailure) and failure.refused:
-                    refusals.append(_refusal(failure))
-                    say(f"{target.id} refuses {', '.join(failure.nodes)}: not a bug, listed")
+                    refusal = record.RefusalRecord(
+                        failure.result.verdict, failure.result.message, failure.nodes
+                    )
+                    refusals.append(refusal)
+                    say(f"{target.id} refuses {', '.join(refusal.nodes)}: not a bug, listed")
                     continue
                 machine = machine or _machine(backend, target, failure.result.adapter)
                 path = _write(failure, request, machine, say)
@@ -356,10 +359,6 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
     )
     written = record.write_record(request.out, done)
     return Explored(tuple(findings), *counts, database_folder, written, covered, done.refusals)
-
-
-def _refusal(failure: ModelFailure) -> record.RefusalRecord:
-    return record.RefusalRecord(failure.result.verdict, failure.result.message, failure.nodes)
 
 
 def _write(

@@ -84,6 +84,11 @@ class Failure:
         return len(self.scenario.steps)
 
     @property
+    def cause(self) -> None:
+        """None: a scenario is not localized; its kind tells it apart (``runner.cause``)."""
+        return None
+
+    @property
     def unit(self) -> str:
         return "steps"
 

@@ -128,7 +128,7 @@ def run_record(
                 round(finding.seconds_to_first, 1),
                 finding.shrinking_cut,
                 () if isinstance(failure, Failure) else failure.ops,
-                "" if isinstance(failure, Failure) else str(failure.cause),
+                str(failure.cause or ""),
             )
         )
     examples, steps, seconds = counts
