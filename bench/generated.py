@@ -98,7 +98,7 @@ def coverage(models: list[GeneratedModel]) -> str:
     """Each op drawn, how often, and the attribute values it was drawn with."""
     covered = Coverage()
     for model in models:
-        covered.add(model.model)
+        covered.add(model)
     lines = ["| op | nodes | attribute values |", "| --- | --- | --- |"]
     for op in covered.ops():
         more = f" (+{len(op.values) - 8} more)" if len(op.values) > 8 else ""

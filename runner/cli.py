@@ -295,6 +295,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --models generated: draw only these ops (default: every op it knows)",
     )
     explore.add_argument(
+        "--dtypes",
+        action="append",
+        default=[],
+        metavar="DTYPE[,DTYPE...]",
+        help="with --models generated: the float types drawn models take, float32 and float16 "
+        "(default: both, float16 until the target is seen to lack it)",
+    )
+    explore.add_argument(
         "--budget",
         type=parse_duration,
         default=600.0,
@@ -594,12 +602,13 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
         timeout_s=args.timeout, inject=inject, adapter=args.adapter, chromium=args.chromium
     )
     ops = tuple(op for text in args.ops for op in text.split(",") if op)
+    dtypes = tuple(dtype for text in args.dtypes for dtype in text.split(",") if dtype)
     if args.models == "generated" and args.budget < MIN_MODEL_BUDGET_S:
         raise InvalidInput(
             f"--budget {args.budget:g}s: too short to run one generated model and shrink it; "
             f"expected at least {MIN_MODEL_BUDGET_S:g}s"
         )
-    space = explore_space(_selection(args), inject, args.models, ops)
+    space = explore_space(_selection(args), inject, args.models, ops, dtypes)
     request = ExploreRequest(
         space, args.budget, args.out, options, args.seed, args.database, tuple(args.replay_from)
     )
@@ -615,6 +624,8 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
             f"the models judged covered {len(explored.covered)} ops and {values} attribute "
             f"values (each op's in {explored.record})"
         )
+        each = ", ".join(f"{bucket} {n}" for bucket, n in explored.dimensions.items())
+        print(f"drawn models by dimension: {each}")
     if explored.refusals:
         print(
             f"{space.target.id} does not do {len(explored.refusals)} thing(s), not counted as "

@@ -268,15 +268,15 @@ RECORD = {"kind": "explore-run", "format": 1}
             "a folder explore wrote (its --out), holding its records (explore-*.json)",
         ),
         (
-            {"explore-1.json": json.dumps({**RECORD, "format": 3})},
+            {"explore-1.json": json.dumps({**RECORD, "format": 4})},
             "FOUND/explore-1.json: an "
-            "explore record of format 3; this runner reads formats 1 to 2: merge it with the newer "
+            "explore record of format 4; this runner reads formats 1 to 3: merge it with the newer "
             "webgpu-capture-regress that wrote it",
         ),
         (
             {"explore-1.json": "{"},
             "FOUND/explore-1.json: not JSON; expected an explore record "
-            "(JSON, kind 'explore-run', format 1 to 2)",
+            "(JSON, kind 'explore-run', format 1 to 3)",
         ),
         (
             {"explore-1.json": json.dumps({"kind": "run", "format": 1})},

@@ -20,10 +20,11 @@ from onnx import TensorProto, helper
 
 from runner.backends.base import BackendOptions, CaseWork
 from runner.backends.wgpu.backend import WgpuBackend
+from runner.errors import InvalidInput
 from runner.explore import generated
 from runner.explore.generated import OPS, generated_models, tolerance
 from runner.explore.record import read_record
-from runner.explore.space import learned_lacking, vocabulary
+from runner.explore.space import float_types, learned_lacking, vocabulary
 from runner.oracle import compute_reference
 from runner.suite.spec import BackendTarget
 from tests.test_wgpu_kernels import make_case, make_workload
@@ -36,19 +37,23 @@ pytestmark = pytest.mark.clock
 EVERY_OP = tuple(OPS)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
-@given(generated_models(EVERY_OP))
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(generated_models(EVERY_OP, tuple(generated.DTYPES)))
 def test_drawn_models_are_valid_and_onnxruntime_runs_them(drawn):
     model = onnx.load_from_string(drawn.model)
     onnx.checker.check_model(model, full_check=True)
     session = ort.InferenceSession(drawn.model, providers=["CPUExecutionProvider"])
     feeds = {
-        i.name: np.zeros([d.dim_value for d in i.type.tensor_type.shape.dim], np.float32)
+        i.name: np.zeros(
+            [d.dim_value for d in i.type.tensor_type.shape.dim],
+            helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type),
+        )
         for i in model.graph.input
     }
     outputs = session.run(None, feeds)
     assert len(outputs) == len(model.graph.output) >= 1
-    assert 1 <= drawn.nodes <= 2 * generated.MAX_NODES  # a Cast brings its scaling Mul
+    # a Cast brings its scaling Mul, a decomposed LayerNorm is 7 nodes
+    assert 1 <= drawn.nodes <= 2 * generated.MAX_NODES
     assert drawn.tolerance.abs >= 1e-4
 
 
@@ -85,6 +90,42 @@ def test_the_draw_puts_twins_of_one_op_in_one_graph():
     assert "LayerNormalization" in layered.ops
     assert layered.layouts[0] == {"label": "default"}
     assert set(layered.layouts[1]["values"]) == {"eps"}
+
+
+def test_the_draw_reaches_each_dimension():
+    """Where real WebGPU bugs live: float16, a dim at a size boundary, attributes left to their
+    defaults, contrib ops, operands that both broadcast, either one first."""
+    models = generated_models(EVERY_OP, tuple(generated.DTYPES))
+    reach = settings(max_examples=3000, database=None, suppress_health_check=list(HealthCheck))
+
+    def inputs(drawn) -> list:
+        return list(_model(drawn).graph.input)
+
+    def dims(drawn) -> list[int]:
+        return [d.dim_value for i in inputs(drawn) for d in i.type.tensor_type.shape.dim]
+
+    def both_broadcast(drawn) -> bool:
+        model = onnx.shape_inference.infer_shapes(_model(drawn))
+        shapes = {
+            v.name: tuple(d.dim_value for d in v.type.tensor_type.shape.dim)
+            for v in [*model.graph.input, *model.graph.value_info, *model.graph.output]
+        }
+        shapes |= {t.name: tuple(t.dims) for t in model.graph.initializer}
+        return any(
+            n.op_type in ("Add", "And") and len({shapes[i] for i in n.input}) == 2
+            and all(shapes[n.output[0]] != shapes[i] for i in n.input)
+            for n in model.graph.node
+        )  # fmt: skip
+
+    half = find(models, lambda d: d.dtype == "float16", settings=reach)
+    assert {i.type.tensor_type.elem_type for i in inputs(half)} == {TensorProto.FLOAT16}
+    assert half.tolerance.abs >= 2.0**-8
+    wide = find(models, lambda d: any(n > 6 for n in dims(d)), settings=reach)
+    assert set(dims(wide)) & set(generated.BOUNDARIES)
+    assert find(models, lambda d: d.omitted > 0, settings=reach).omitted >= 1
+    contrib = find(models, lambda d: "SkipSimplifiedLayerNormalization" in d.ops, settings=reach)
+    assert [o.domain for o in _model(contrib).opset_import] == ["", generated.MICROSOFT]
+    find(models, both_broadcast, settings=reach)
 
 
 def test_bystanders_are_the_nodes_the_culprit_neither_reads_nor_feeds():
@@ -233,9 +274,13 @@ def test_explore_finds_each_program_key_canary_shrunk_and_reproducible(
         issue = (path.with_suffix("") / "ISSUE.md").read_text()  # its repro bundle
         # the culprit inline: its attributes, inputs and the worst elements
         assert "\n- attributes: " in issue and "| element | expected | actual |" in issue
-    suite = yaml.safe_load(found[0].read_text())
-    [model] = suite["models"].values()
-    assert len(onnx.load(found[0].parent / model["path"]).graph.node) <= most_nodes, printed
+    # shrunk: its smallest finding (an op of several nodes, a decomposed LayerNorm, cannot
+    # shrink below them)
+    sizes = []
+    for path in found:
+        [model] = yaml.safe_load(path.read_text())["models"].values()
+        sizes.append(len(onnx.load(path.parent / model["path"]).graph.node))
+    assert min(sizes) <= most_nodes, printed
     rerun = regress("run", *map(str, found), "--inject", fault, "--out", str(tmp_path / "rerun"))
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
 
@@ -291,7 +336,8 @@ def test_a_clean_explore_finds_nothing(tmp_path):
     [path] = (tmp_path / "found").glob("explore-*.json")
     record = read_record(path)
     covered = {op.op: op for op in record.covered}
-    assert covered and set(covered) - set(record.vocabulary) <= {"Greater"}  # Where's condition
+    # beside the ops drawn: Where's condition, a decomposed LayerNorm's nodes
+    assert covered and set(covered) - set(record.vocabulary) <= {"Greater", "Pow", "Sqrt", "Div"}
     assert any(value.startswith("perm=") for value in covered["Transpose"].values)
     values = sum(len(op.values) for op in record.covered)
     assert f"covered {len(covered)} ops and {values} attribute values (each op's in {path})" in (
@@ -309,7 +355,8 @@ def test_an_op_the_target_lacks_is_learned_and_no_longer_drawn(tmp_path, monkeyp
 
     code = main(
         ["explore", "--models", "generated", "--backend", "wgpu", "--ops", "Floor,Relu"]
-        + ["--budget", "10s", "--seed", "1", "--out", str(tmp_path / "found")]
+        + ["--dtypes", "float32", "--budget", "10s", "--seed", "1"]
+        + ["--out", str(tmp_path / "found")]
     )
     assert code == 0
     lacking = learned_lacking(BackendTarget("wgpu"))
@@ -327,6 +374,11 @@ def test_an_op_the_target_lacks_is_learned_and_no_longer_drawn(tmp_path, monkeyp
             "--ops Nope: no such op to draw; expected some of Relu, Add",
         ),
         ([], "5s", "--budget 5s: too short to run one generated model and shrink it"),
+        (
+            ["--dtypes", "float32,float64"],
+            "60s",
+            "--dtypes float64: no such float type to draw; expected some of float32, float16",
+        ),
     ],
 )
 def test_bad_generated_explore_options_exit_2_saying_what_is_expected(tmp_path, args, budget, said):
@@ -339,6 +391,14 @@ def test_ops_need_generated_models(tmp_path):
     done = regress("explore", "suites/smoke.yaml", "--backend", "wgpu", "--ops", "Relu")
     assert done.returncode == 2
     assert "--ops draws generated models: it needs --models generated" in done.stderr
+
+
+def test_float16_is_drawn_until_the_target_is_seen_to_lack_it():
+    lacking = {"float16": "the WebGPU adapter lacks shader-f16", "Gelu in float16": "no kernel"}
+    assert float_types((), {}) == ("float32", "float16")
+    assert float_types((), lacking) == ("float32",)
+    with pytest.raises(InvalidInput, match="--dtypes float16: the target lacks it .*shader-f16"):
+        float_types(("float16",), lacking)
 
 
 def test_the_learned_file_is_per_target_and_version(tmp_path, monkeypatch):

@@ -3,6 +3,7 @@ reason came from a run or a suite), ``summary.md`` for a CI job's page and ``bug
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 from pathlib import Path
@@ -100,15 +101,20 @@ def markdown(campaign: Campaign) -> str:
             )
         lines.append("")
     lines += [
-        "| target | version | jobs | examples | steps or cases | seconds |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| target | version | jobs | examples | steps or cases | seconds | drawn models by "
+        "dimension |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for target, version in c.targets:
         jobs = [j for j in c.jobs if (j.record.target, j.record.version) == (target, version)]
+        dimensions = collections.Counter()
+        for job in jobs:
+            dimensions.update(job.record.dimensions)
+        each = ", ".join(f"{bucket} {n}" for bucket, n in sorted(dimensions.items()))
         lines.append(
             f"| {_cell(target)} | {_cell(version)} | {len(jobs)} | "
             f"{sum(j.record.examples for j in jobs)} | {sum(j.record.steps for j in jobs)} | "
-            f"{sum(j.record.seconds for j in jobs):.0f} |"
+            f"{sum(j.record.seconds for j in jobs):.0f} | {_cell(each or '–')} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -30,7 +30,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,7 @@ from runner.explore.finding import (
     sized,
     write_finding,
 )
-from runner.explore.generated import Coverage, OpCovered, without_bystanders
+from runner.explore.generated import Coverage, GeneratedModel, OpCovered, without_bystanders
 from runner.explore.machine import cut_after, machine_factory
 from runner.explore.space import COUNTED, ExploredModel, Space, lacking_file, learned_lacking
 from runner.files import cache_root, write_atomic
@@ -112,6 +112,16 @@ class Explored:
     record: Path  # what explore-report merges
     covered: tuple[OpCovered, ...]  # the ops of the drawn models judged (none for scenarios)
     refusals: tuple[record.RefusalRecord, ...]  # what the target would not do: no bugs
+    dimensions: Mapping[str, int]  # drawn models judged per bucket of each dimension
+
+
+def _needs(generated: GeneratedModel) -> set[str]:
+    """What a drawn model needs of a target, as what it lacks is learned: its ops, and in
+    float16 that type and each op in it."""
+    if generated.dtype == "float32":
+        return set(generated.ops)
+    dtype = generated.dtype
+    return {*generated.ops, dtype, *(f"{op} in {dtype}" for op in generated.ops)}
 
 
 class FailedScenario(Exception):
@@ -133,7 +143,8 @@ class _Examiner:
         # each example runs once: by _scenario_key, or a drawn model's digest (a string: why
         # it was discarded)
         self.outcomes: dict[Any, Failure | ModelFailure | str | None] = {}
-        self.lacking: dict[str, str] = {}  # ops the target lacks, learned while exploring
+        # what the target lacks (ops, float16, ops in float16), learned by earlier explores too
+        self.lacking: dict[str, str] = learned_lacking(request.space.target)
         self.shortest: dict[FailureKind, Failure | ModelFailure] = {}
         self.first_seen: dict[FailureKind, tuple[int, float]] = {}  # examples, seconds
         self.known: set[FailureKind] = set()  # found by an earlier pass: passing now
@@ -152,20 +163,27 @@ class _Examiner:
         now = self._on_time()
         fresh = explored.digest not in self.outcomes
         if fresh:
-            if set(explored.generated.ops) & self.lacking.keys():
+            generated = explored.generated
+            if _needs(generated) & self.lacking.keys():
                 reject()  # not run; an example run before keeps its outcome
             ran = run_cases(explored, self.backend, self.oracle, self.request.options)
             self.examples += 1
             self.steps += len(ran.stepped)
             skipped = [s for s in ran.stepped if s.judgement.verdict == "skipped"]
-            if skipped:
+            if skipped and generated.dtype == "float32":
                 raise ExamplesSkipped(skipped[0].judgement.message)
-            if ran.discarded:
+            if skipped:  # a float16 model where float32 ones run (no shader-f16)
+                self.outcomes[explored.digest] = skipped[0].judgement.message
+                self._learn(generated.dtype, skipped[0].judgement.message)
+            elif ran.discarded:
                 self.outcomes[explored.digest] = ran.discarded
-                if ran.lacking and ran.lacking[0] not in self.lacking:
-                    self._learn(*ran.lacking)
+                if ran.lacking:
+                    op, why = ran.lacking
+                    lacked = op if generated.dtype == "float32" else f"{op} in {generated.dtype}"
+                    if lacked not in self.lacking:
+                        self._learn(lacked, why)
             else:
-                self.covered.add(explored.generated.model)
+                self.covered.add(explored.generated)
                 failing = ran.failing
                 failure = (
                     ModelFailure(explored, failing, ran.stepped, ran.divergent) if failing else None
@@ -200,14 +218,14 @@ class _Examiner:
         """`kind` is known from now on: it passes in later passes."""
         self.known.add(kind)
 
-    def _learn(self, op: str, why: str) -> None:
-        """`op` is not drawn again on this target and version (from the next pass, and the next
-        explore: kept in the cache folder)."""
-        self.lacking[op] = why
+    def _learn(self, lacked: str, why: str) -> None:
+        """`lacked` (an op, an op in float16, float16) is not drawn again on this target and
+        version (from the next pass, and the next explore: kept in the cache folder)."""
+        self.lacking[lacked] = why
         path = lacking_file(self.request.space.target)
         known = json.loads(path.read_text()) if path.is_file() else {}
-        write_atomic(path, json.dumps({**known, op: why}, indent=1, sort_keys=True).encode())
-        self.say(f"{self.request.space.target.id} lacks {op} ({why}): no longer drawn")
+        write_atomic(path, json.dumps({**known, lacked: why}, indent=1, sort_keys=True).encode())
+        self.say(f"{self.request.space.target.id} lacks {lacked} ({why}): no longer drawn")
 
     def outcome(self, explored: ExploredModel, scenario: Scenario) -> Failure | None:
         """`scenario`'s failure, or None when it passed: run the first time it is asked for,
@@ -339,8 +357,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
     finally:
         backend.close()
     counts = (examine.examples, examine.steps, time.monotonic() - began)
-    covered = examine.covered.ops()
-    lacking = {**learned_lacking(target), **examine.lacking}
+    lacking = examine.lacking  # learned before and while exploring
     refusals += [record.RefusalRecord("unsupported-op", why, (op,)) for op, why in lacking.items()]
     done = record.run_record(
         space,
@@ -353,12 +370,13 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         started,
         database_folder.name,
         tuple(findings),
-        covered,
+        examine.covered,
         tuple(refusals),
         request.out,
     )
     written = record.write_record(request.out, done)
-    return Explored(tuple(findings), *counts, database_folder, written, covered, done.refusals)
+    found = (done.covered, done.refusals, done.dimensions)
+    return Explored(tuple(findings), *counts, database_folder, written, *found)
 
 
 def _write(

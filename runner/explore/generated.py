@@ -35,16 +35,31 @@ from hypothesis import reject
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
+from runner import measure
 from runner.measure import Tolerance
 
 OPSET = 20  # Gelu's; ReduceMean and ReduceMax take axes as an input, LayerNormalization exists
 IR_VERSION = 9  # what onnxruntime 1.16 and later read
+MICROSOFT = "com.microsoft"  # the contrib ops' domain (transformer exports' fused ops)
 MAX_NODES = 6
 MAX_INPUTS = 3
 DIMS = st.integers(1, 6)  # small: a dispatch's size still changes with them
+# A graph input may have one wide dim, one below, on or one above a size where kernels change
+# path: vector width 4, subgroups and workgroups (32, 64), tiles and channel blocks (128, 256),
+# float16's last exact integer (2048), within ELEMENTS elements so that a model stays cheap
+BOUNDARIES = tuple(b + d for b in (4, 8, 16, 32, 64, 128, 256, 2048) for d in (-1, 0, 1))
+ELEMENTS = 4096
+SIZE_BUCKETS = (6, 64, 256, ELEMENTS)  # what coverage counts a model's widest input dim in
+# the fewest elements a normalization is drawn over (``_Graph.normalizes``), per float type
+NORM_EXTENT = {TensorProto.FLOAT: 3, TensorProto.FLOAT16: 8}
 EPSILONS = (1e-5, 1e-3, 0.1)  # LayerNormalization's, and the second layout's
 
-FLOAT, INT32, BOOL = TensorProto.FLOAT, TensorProto.INT32, TensorProto.BOOL
+FLOAT, FLOAT16, INT32, BOOL = (
+    TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT32, TensorProto.BOOL
+)  # fmt: skip
+# The float type a model's float tensors take, by the name `--dtypes` spells it: the first is
+# what shrinking goes towards
+DTYPES = {"float32": FLOAT, "float16": FLOAT16}
 
 
 @dataclass(frozen=True)
@@ -57,16 +72,22 @@ class Value:
 class _Graph:
     """A graph while it is drawn: its values, nodes and constants (mutable: one draw only)."""
 
-    def __init__(self) -> None:
+    def __init__(self, dtype: int = FLOAT) -> None:
+        self.float = dtype  # every float tensor's element type
         self.inputs: list[Value] = []
         self.values: list[Value] = []
         self.nodes: list[onnx.NodeProto] = []
         self.constants: list[onnx.TensorProto] = []
         self.consumed: set[str] = set()
         self.reduction = 1  # the longest sum or row any node reduces over (the tolerance's)
+        self.omitted = 0  # attributes left to their defaults
 
-    def operand(self, draw, dtype: int = FLOAT, min_rank: int = 1, max_rank: int = 4) -> Value:
-        """An existing value of `dtype` and rank, or a new graph input (while there is room)."""
+    def operand(
+        self, draw, dtype: int | None = None, min_rank: int = 1, max_rank: int = 4
+    ) -> Value:
+        """An existing value of `dtype` (the graph's float type by default) and rank, or a new
+        graph input (while there is room), maybe with one wide dim."""
+        dtype = self.float if dtype is None else dtype
         fits = [v for v in self.values if v.dtype == dtype and min_rank <= len(v.shape) <= max_rank]
         room = len(self.inputs) < MAX_INPUTS
         if fits and (not room or draw(st.booleans(), label="existing")):
@@ -74,18 +95,58 @@ class _Graph:
         if not room:
             raise _NotHere
         rank = draw(st.integers(min_rank, max_rank), label="rank")
-        shape = tuple(draw(DIMS, label="dim") for _ in range(rank))
-        value = Value(f"x{len(self.inputs)}", dtype, shape)
+        shape = [draw(DIMS, label="dim") for _ in range(rank)]
+        if draw(st.integers(0, 3), label="wide") == 3:  # shrinks to narrow
+            axis = draw(st.integers(0, rank - 1), label="wide axis")
+            rest = math.prod(shape) // shape[axis]
+            shape[axis] = draw(
+                st.sampled_from([b for b in BOUNDARIES if b * rest <= ELEMENTS]), label="width"
+            )
+        value = Value(f"x{len(self.inputs)}", dtype, tuple(shape))
         self.inputs.append(value)
         self.values.append(value)
         return value
+
+    def weights(self, draw, shape: tuple[int, ...]) -> str:
+        """A constant of the graph's float type, uniform in [-1, 1]."""
+        seed = draw(st.integers(0, 2**16), label="seed")
+        values = np.random.default_rng(seed).uniform(-1.0, 1.0, shape)
+        return self.constant(values.astype(helper.tensor_dtype_to_np_dtype(self.float)))
+
+    def scalar(self, value: float) -> str:
+        return self.constant(np.array(value, helper.tensor_dtype_to_np_dtype(self.float)))
 
     def constant(self, array: np.ndarray) -> str:
         name = f"c{len(self.constants)}"
         self.constants.append(numpy_helper.from_array(array, name))
         return name
 
+    def normalizes(self, extent: int) -> None:
+        """A normalization over `extent` elements, its reduction counted; _NotHere over fewer
+        than NORM_EXTENT. Over fewer, values that nearly agree leave x - mean a few bits, which
+        a kernel that computes the variance as E[x^2] - E[x]^2 loses, while the exact output
+        hardly moves: no move of the inputs shows it, so the oracle's conditioning slack cannot
+        cover it (measured: LayerNormalization over rows of 2 1.77e-4 off on onnxruntime-web
+        1.30.0's webgpu build at 64 ulps of slack, twice in 60 minutes; a 1-element float16
+        InstanceNormalization 30 ulps off on onnxruntime-webgpu 1.27.0, a float16 decomposed
+        LayerNorm over 2 values 0.026 off on wgpu)."""
+        if extent < NORM_EXTENT[self.float]:
+            raise _NotHere
+        self.reduction = max(self.reduction, extent)
+
+    def spelled(self, draw, attributes: dict[str, Any], defaults: dict[str, Any]) -> dict:
+        """`attributes`, those equal to their default left out when the draw says so (shrinking
+        writes them): a kernel must read a default it is not told."""
+        if not draw(st.booleans(), label="defaults omitted"):
+            return attributes
+        kept = {k: v for k, v in attributes.items() if k not in defaults or defaults[k] != v}
+        self.omitted += len(attributes) - len(kept)
+        return kept
+
     def add(self, op: str, inputs: list[str], dtype: int, shape, **attributes) -> Value:
+        """A node making one value; _NotHere when it would hold over 4 * ELEMENTS elements."""
+        if math.prod(shape) > 4 * ELEMENTS:
+            raise _NotHere
         value = Value(f"t{len(self.nodes)}", dtype, tuple(int(d) for d in shape))
         self.nodes.append(
             helper.make_node(op, inputs, [value.name], name=f"n{len(self.nodes)}", **attributes)
@@ -99,15 +160,50 @@ class _NotHere(Exception):
     """The op cannot be built on this graph (no operand fits, no room for a new input)."""
 
 
-def _weights(draw, shape: tuple[int, ...]) -> np.ndarray:
-    seed = draw(st.integers(0, 2**16), label="seed")
-    return np.random.default_rng(seed).uniform(-1.0, 1.0, shape).astype(np.float32)
+def _unary(op: str, **drawn: tuple[Any, ...]) -> Callable:
+    """An element-wise op; `drawn` attributes take one of their values, the first the default."""
 
-
-def _unary(op: str) -> Callable:
     def build(draw, g: _Graph) -> None:
         x = g.operand(draw)
-        g.add(op, [x.name], FLOAT, x.shape)
+        attributes = {name: draw(st.sampled_from(v), label=name) for name, v in drawn.items()}
+        defaults = {name: values[0] for name, values in drawn.items()}
+        g.add(op, [x.name], g.float, x.shape, **g.spelled(draw, attributes, defaults))
+
+    return build
+
+
+def _clip(draw, g: _Graph) -> None:
+    x = g.operand(draw)
+    bounds = draw(st.sampled_from(((), (-0.5,), (-0.5, 0.5), ("", 0.5))), label="bounds")
+    inputs = [x.name, *(b if b == "" else g.scalar(b) for b in bounds)]  # "": min omitted
+    g.add("Clip", inputs, g.float, x.shape)
+
+
+def _binary(op: str, dtype: int | None = None) -> Callable:
+    """An op of two operands that broadcast, either side: the other one has `a`'s trailing dims
+    or fewer, with ones where `a` has more, or more where `a` has ones; either goes first."""
+
+    def build(draw, g: _Graph) -> None:
+        kind = g.float if dtype is None else dtype
+        a = g.operand(draw, kind)
+        keep = draw(st.integers(0, len(a.shape)), label="broadcast rank")
+        tail = a.shape[len(a.shape) - keep :]
+        both = 1 in tail and draw(st.booleans(), label="both broadcast")
+        shape = tuple(
+            draw(DIMS, label="dim")
+            if both and d == 1
+            else (1 if draw(st.booleans(), label="broadcast") else d)
+            for d in tail
+        )
+        same = [v for v in g.values if v.dtype == kind and v.shape == shape]
+        if same and draw(st.booleans(), label="existing"):
+            b = draw(st.sampled_from(same), label="operand").name
+        elif kind == BOOL:
+            b = g.constant(np.random.default_rng(len(g.constants)).random(shape) < 0.5)
+        else:
+            b = g.weights(draw, shape)
+        inputs = [b, a.name] if draw(st.booleans(), label="swapped") else [a.name, b]
+        g.add(op, inputs, kind, np.broadcast_shapes(a.shape, shape))
 
     return build
 
@@ -115,33 +211,19 @@ def _unary(op: str) -> Callable:
 def _gelu(draw, g: _Graph) -> None:
     x = g.operand(draw)
     approximate = draw(st.sampled_from(("none", "tanh")), label="approximate")
-    g.add("Gelu", [x.name], FLOAT, x.shape, approximate=approximate)
-
-
-def _binary(op: str) -> Callable:
-    def build(draw, g: _Graph) -> None:
-        a = g.operand(draw)
-        # the other operand broadcasts: the same shape, ones in some dims, or fewer dims
-        keep = draw(st.integers(0, len(a.shape)), label="broadcast rank")
-        shape = tuple(
-            1 if draw(st.booleans(), label="broadcast") else d
-            for d in a.shape[len(a.shape) - keep :]
-        )
-        same = [v for v in g.values if v.dtype == FLOAT and v.shape == shape]
-        if same and draw(st.booleans(), label="existing"):
-            b = draw(st.sampled_from(same), label="operand").name
-        else:
-            b = g.constant(_weights(draw, shape))
-        g.add(op, [a.name, b], FLOAT, np.broadcast_shapes(a.shape, shape))
-
-    return build
+    attributes = g.spelled(draw, {"approximate": approximate}, {"approximate": "none"})
+    g.add("Gelu", [x.name], g.float, x.shape, **attributes)
 
 
 def _cast(draw, g: _Graph) -> None:
     x = g.operand(draw)
+    if g.float == FLOAT16 and x not in g.inputs:
+        # truncation is a step: a computed float16 value one ulp apart (a Sigmoid's, as GPUs
+        # and onnxruntime CPU round it) truncates to another integer, not a bug
+        raise _NotHere
     to = draw(st.sampled_from((INT32, BOOL)), label="to")
     # scaled first, so that truncation to an integer keeps something of each element
-    scaled = g.add("Mul", [x.name, g.constant(np.float32(4.0))], FLOAT, x.shape)
+    scaled = g.add("Mul", [x.name, g.scalar(4.0)], g.float, x.shape)
     g.add("Cast", [scaled.name], to, x.shape, to=to)
 
 
@@ -149,13 +231,13 @@ def _softmax(draw, g: _Graph) -> None:
     x = g.operand(draw)
     axis = draw(st.sampled_from((-1, len(x.shape) - 1)), label="axis")  # one axis, two spellings
     g.reduction = max(g.reduction, x.shape[-1])
-    g.add("Softmax", [x.name], FLOAT, x.shape, axis=axis)
+    g.add("Softmax", [x.name], g.float, x.shape, **g.spelled(draw, {"axis": axis}, {"axis": -1}))
 
 
 def _transpose(draw, g: _Graph) -> None:
     x = g.operand(draw, min_rank=2)
     perm = draw(st.permutations(range(len(x.shape))), label="perm")
-    g.add("Transpose", [x.name], FLOAT, [x.shape[p] for p in perm], perm=list(perm))
+    g.add("Transpose", [x.name], g.float, [x.shape[p] for p in perm], perm=list(perm))
 
 
 def _reduce(op: str) -> Callable:
@@ -167,7 +249,8 @@ def _reduce(op: str) -> Callable:
         shape = [1 if i in axes else d for i, d in enumerate(x.shape) if keep or i not in axes]
         g.reduction = max(g.reduction, math.prod(x.shape[a] for a in axes))
         axes_input = g.constant(np.array(axes, np.int64))
-        g.add(op, [x.name, axes_input], FLOAT, shape, keepdims=keep)
+        attributes = g.spelled(draw, {"keepdims": keep}, {"keepdims": 1})
+        g.add(op, [x.name, axes_input], g.float, shape, **attributes)
 
     return build
 
@@ -175,9 +258,9 @@ def _reduce(op: str) -> Callable:
 def _matmul(draw, g: _Graph) -> None:
     a = g.operand(draw, min_rank=2)
     k, n = a.shape[-1], draw(DIMS, label="n")
-    b = g.constant(_weights(draw, (k, n)))
+    b = g.weights(draw, (k, n))
     g.reduction = max(g.reduction, k)
-    g.add("MatMul", [a.name, b], FLOAT, (*a.shape[:-1], n))
+    g.add("MatMul", [a.name, b], g.float, (*a.shape[:-1], n))
 
 
 def _gemm(draw, g: _Graph) -> None:
@@ -186,22 +269,74 @@ def _gemm(draw, g: _Graph) -> None:
     trans_b = draw(st.sampled_from((0, 1)), label="transB")
     m, k = (a.shape[1], a.shape[0]) if trans_a else a.shape
     n = draw(DIMS, label="n")
-    b = g.constant(_weights(draw, (n, k) if trans_b else (k, n)))
+    b = g.weights(draw, (n, k) if trans_b else (k, n))
     inputs = [a.name, b]
     if draw(st.booleans(), label="bias"):
-        inputs.append(g.constant(_weights(draw, (n,))))
+        inputs.append(g.weights(draw, (n,)))
     alpha = draw(st.sampled_from((1.0, 0.5)), label="alpha")
     g.reduction = max(g.reduction, k)
-    g.add("Gemm", inputs, FLOAT, (m, n), transA=trans_a, transB=trans_b, alpha=alpha)
+    attributes = {"transA": trans_a, "transB": trans_b, "alpha": alpha}
+    defaults = {"transA": 0, "transB": 0, "alpha": 1.0}
+    g.add("Gemm", inputs, g.float, (m, n), **g.spelled(draw, attributes, defaults))
 
 
 def _layer_norm(draw, g: _Graph) -> None:
     x = g.operand(draw)
     width = x.shape[-1]
-    scale, bias = g.constant(_weights(draw, (width,))), g.constant(_weights(draw, (width,)))
+    g.normalizes(width)
+    scale, bias = g.weights(draw, (width,)), g.weights(draw, (width,))
     epsilon = draw(st.sampled_from(EPSILONS), label="epsilon")
-    g.reduction = max(g.reduction, width)
-    g.add("LayerNormalization", [x.name, scale, bias], FLOAT, x.shape, axis=-1, epsilon=epsilon)
+    attributes = g.spelled(draw, {"axis": -1, "epsilon": epsilon}, {"axis": -1, "epsilon": 1e-5})
+    g.add("LayerNormalization", [x.name, scale, bias], g.float, x.shape, **attributes)
+
+
+def _decomposed_layer_norm(draw, g: _Graph) -> None:
+    """A LayerNorm as exporters before opset 17 write it, seven nodes onnxruntime fuses into one
+    LayerNormalization where it registers that fusion for the EP."""
+    x = g.operand(draw)
+    g.normalizes(x.shape[-1])
+    last = g.constant(np.array([-1], np.int64))
+    row = (*x.shape[:-1], 1)
+    mean = g.add("ReduceMean", [x.name, last], g.float, row)
+    centred = g.add("Sub", [x.name, mean.name], g.float, x.shape)
+    squared = g.add("Pow", [centred.name, g.scalar(2.0)], g.float, x.shape)
+    variance = g.add("ReduceMean", [squared.name, last], g.float, row)
+    epsilon = draw(st.sampled_from(EPSILONS), label="epsilon")
+    shifted = g.add("Add", [variance.name, g.scalar(epsilon)], g.float, row)
+    deviation = g.add("Sqrt", [shifted.name], g.float, row)
+    g.add("Div", [centred.name, deviation.name], g.float, x.shape)
+
+
+def _skip_layer_norm(op: str) -> Callable:
+    """SkipLayerNormalization or its simplified (RMS) form: a residual add and a norm in one,
+    the skip of the input's shape or broadcast over the batch, the bias (and beta) optional."""
+
+    def build(draw, g: _Graph) -> None:
+        x = g.operand(draw, min_rank=3, max_rank=3)
+        hidden = x.shape[-1]
+        g.normalizes(hidden)
+        skip_shape = draw(st.sampled_from((x.shape, (1, *x.shape[1:]), x.shape[1:])), label="skip")
+        inputs = [x.name, g.weights(draw, skip_shape), g.weights(draw, (hidden,))]
+        if op == "SkipLayerNormalization":
+            inputs.append(g.weights(draw, (hidden,)) if draw(st.booleans(), label="beta") else "")
+        if draw(st.booleans(), label="bias"):
+            inputs.append(g.weights(draw, (hidden,)))
+        while inputs[-1] == "":
+            inputs.pop()
+        epsilon = draw(st.sampled_from(EPSILONS), label="epsilon")
+        g.add(op, inputs, g.float, x.shape, domain=MICROSOFT, epsilon=epsilon)
+
+    return build
+
+
+def _instance_norm(draw, g: _Graph) -> None:
+    x = g.operand(draw, min_rank=3)
+    channels = x.shape[1]
+    g.normalizes(math.prod(x.shape[2:]))
+    scale, bias = g.weights(draw, (channels,)), g.weights(draw, (channels,))
+    epsilon = draw(st.sampled_from(EPSILONS), label="epsilon")
+    attributes = g.spelled(draw, {"epsilon": epsilon}, {"epsilon": 1e-5})
+    g.add("InstanceNormalization", [x.name, scale, bias], g.float, x.shape, **attributes)
 
 
 def _concat(draw, g: _Graph) -> None:
@@ -209,10 +344,10 @@ def _concat(draw, g: _Graph) -> None:
     axis = draw(st.integers(-len(a.shape), len(a.shape) - 1), label="axis")
     other = list(a.shape)
     other[axis] = draw(DIMS, label="dim")
-    b = g.constant(_weights(draw, tuple(other)))
+    b = g.weights(draw, tuple(other))
     shape = list(a.shape)
     shape[axis] += other[axis]
-    g.add("Concat", [a.name, b], FLOAT, shape, axis=axis)
+    g.add("Concat", [a.name, b], g.float, shape, axis=axis)
 
 
 def _slice(draw, g: _Graph) -> None:
@@ -225,7 +360,7 @@ def _slice(draw, g: _Graph) -> None:
     kept = len(range(*slice(start, end, step).indices(dim)))
     shape = [kept if i == axis else d for i, d in enumerate(x.shape)]
     ints = [g.constant(np.array([v], np.int64)) for v in (start, end, axis, step)]
-    g.add("Slice", [x.name, *ints], FLOAT, shape)
+    g.add("Slice", [x.name, *ints], g.float, shape)
 
 
 def _gather(draw, g: _Graph) -> None:
@@ -234,7 +369,7 @@ def _gather(draw, g: _Graph) -> None:
     count = draw(st.integers(1, 4), label="indices")
     indices = draw(st.lists(st.integers(0, x.shape[axis] - 1), min_size=count, max_size=count))
     shape = (*x.shape[:axis], count, *x.shape[axis + 1 :])
-    g.add("Gather", [x.name, g.constant(np.array(indices, np.int64))], FLOAT, shape, axis=axis)
+    g.add("Gather", [x.name, g.constant(np.array(indices, np.int64))], g.float, shape, axis=axis)
 
 
 def _expand(draw, g: _Graph) -> None:
@@ -242,14 +377,14 @@ def _expand(draw, g: _Graph) -> None:
     lead = draw(st.integers(0, 1), label="new dims")
     shape = [draw(DIMS, label="dim") for _ in range(lead)]
     shape += [draw(DIMS, label="dim") if d == 1 else d for d in x.shape]
-    g.add("Expand", [x.name, g.constant(np.array(shape, np.int64))], FLOAT, shape)
+    g.add("Expand", [x.name, g.constant(np.array(shape, np.int64))], g.float, shape)
 
 
 def _where(draw, g: _Graph) -> None:
     x = g.operand(draw)
-    positive = g.add("Greater", [x.name, g.constant(np.float32(0.0))], BOOL, x.shape)
-    other = g.constant(_weights(draw, x.shape))
-    g.add("Where", [positive.name, x.name, other], FLOAT, x.shape)
+    positive = g.add("Greater", [x.name, g.scalar(0.0)], BOOL, x.shape)
+    other = g.weights(draw, x.shape)
+    g.add("Where", [positive.name, x.name, other], g.float, x.shape)
 
 
 def _reshape(draw, g: _Graph) -> None:
@@ -258,48 +393,100 @@ def _reshape(draw, g: _Graph) -> None:
         shape = [x.shape[0] * x.shape[1], *x.shape[2:]]  # the first two dims as one
     else:
         shape = [1, *x.shape]  # a leading unit dim
-    g.add("Reshape", [x.name, g.constant(np.array(shape, np.int64))], FLOAT, shape)
+    g.add("Reshape", [x.name, g.constant(np.array(shape, np.int64))], g.float, shape)
 
 
-def _spatial(draw, g: _Graph, channels_from_weights: bool = False):
-    """An NCHW operand and the drawn window: kernel, strides, pads, dilations, output dims."""
+def _pad(draw, g: _Graph) -> None:
+    x = g.operand(draw)
+    mode = draw(st.sampled_from(("constant", "reflect", "edge")), label="mode")
+    most = [d - 1 if mode == "reflect" else 2 for d in x.shape]  # reflect: less than the dim
+    pads = [draw(st.integers(0, min(2, m)), label="pad") for m in most * 2]
+    inputs = [x.name, g.constant(np.array(pads, np.int64))]
+    if mode == "constant" and draw(st.booleans(), label="value"):
+        inputs.append(g.scalar(0.5))
+    shape = [d + pads[i] + pads[i + len(x.shape)] for i, d in enumerate(x.shape)]
+    g.add("Pad", inputs, g.float, shape, **g.spelled(draw, {"mode": mode}, {"mode": "constant"}))
+
+
+def _window(draw, g: _Graph, dilated: bool = False):
+    """An NCHW operand and the drawn window: kernel, strides, pads, dilations."""
     x = g.operand(draw, min_rank=4, max_rank=4)
     kernel = [draw(st.integers(1, min(3, d)), label="kernel") for d in x.shape[2:]]
     strides = [draw(st.integers(1, 2), label="stride") for _ in kernel]
     pads = [draw(st.integers(0, k - 1), label="pad") for k in kernel] * 2
-    dilations = [1, 1]
-    if channels_from_weights:
-        dilations = [
-            draw(st.integers(1, 2), label="dilation") if (k - 1) * 2 < d else 1
-            for k, d in zip(kernel, x.shape[2:], strict=True)
-        ]
+    dilations = [
+        draw(st.integers(1, 2), label="dilation") if dilated and (k - 1) * 2 < d else 1
+        for k, d in zip(kernel, x.shape[2:], strict=True)
+    ]
+    return x, kernel, strides, pads, dilations
+
+
+def _window_attributes(draw, g: _Graph, kernel, strides, pads, dilations=None, **more) -> dict:
+    attributes = {"kernel_shape": kernel, "strides": strides, "pads": pads, **more}
+    defaults = {"strides": [1] * len(kernel), "pads": [0] * 2 * len(kernel), "dilations": [1, 1]}
+    defaults |= {"group": 1, "ceil_mode": 0, "count_include_pad": 0}
+    if dilations is not None:
+        attributes["dilations"] = dilations
+    return g.spelled(draw, attributes, defaults)
+
+
+def _conv(draw, g: _Graph) -> None:
+    x, kernel, strides, pads, dilations = _window(draw, g, dilated=True)
     out = [
         (d + pads[i] + pads[i + 2] - dilations[i] * (k - 1) - 1) // strides[i] + 1
         for i, (d, k) in enumerate(zip(x.shape[2:], kernel, strict=True))
     ]
-    return x, kernel, strides, pads, dilations, out
-
-
-def _conv(draw, g: _Graph) -> None:
-    x, kernel, strides, pads, dilations, out = _spatial(draw, g, channels_from_weights=True)
     channels = x.shape[1]
     group = draw(st.sampled_from([d for d in (1, channels) if channels % d == 0]), label="group")
     filters = group * draw(st.integers(1, 2), label="filters per group")
-    weights = g.constant(_weights(draw, (filters, channels // group, *kernel)))
+    weights = g.weights(draw, (filters, channels // group, *kernel))
     inputs = [x.name, weights]
     if draw(st.booleans(), label="bias"):
-        inputs.append(g.constant(_weights(draw, (filters,))))
+        inputs.append(g.weights(draw, (filters,)))
     g.reduction = max(g.reduction, channels // group * math.prod(kernel))
-    attributes = {"kernel_shape": kernel, "strides": strides, "pads": pads, "group": group}
-    g.add("Conv", inputs, FLOAT, (x.shape[0], filters, *out), dilations=dilations, **attributes)
+    attributes = _window_attributes(draw, g, kernel, strides, pads, dilations, group=group)
+    g.add("Conv", inputs, g.float, (x.shape[0], filters, *out), **attributes)
+
+
+def _conv_transpose(draw, g: _Graph) -> None:
+    x = g.operand(draw, min_rank=4, max_rank=4)
+    kernel = [draw(st.integers(1, 3), label="kernel") for _ in x.shape[2:]]
+    strides = [draw(st.integers(1, 2), label="stride") for _ in kernel]
+    pads = [draw(st.integers(0, (k - 1) // 2), label="pad") for k in kernel] * 2  # output >= 1
+    out = [
+        (d - 1) * strides[i] - pads[i] - pads[i + 2] + k
+        for i, (d, k) in enumerate(zip(x.shape[2:], kernel, strict=True))
+    ]
+    channels = x.shape[1]
+    group = draw(st.sampled_from([d for d in (1, channels) if channels % d == 0]), label="group")
+    per_group = draw(st.integers(1, 2), label="filters per group")
+    inputs = [x.name, g.weights(draw, (channels, per_group, *kernel))]
+    if draw(st.booleans(), label="bias"):
+        inputs.append(g.weights(draw, (group * per_group,)))
+    g.reduction = max(g.reduction, channels // group * math.prod(kernel))
+    attributes = _window_attributes(draw, g, kernel, strides, pads, group=group)
+    g.add("ConvTranspose", inputs, g.float, (x.shape[0], group * per_group, *out), **attributes)
 
 
 def _pool(op: str) -> Callable:
     def build(draw, g: _Graph) -> None:
-        x, kernel, strides, pads, _, out = _spatial(draw, g)
+        x, kernel, strides, pads, _ = _window(draw, g)
+        ceil = draw(st.sampled_from((0, 1)), label="ceil_mode")
+        more = {"ceil_mode": ceil}
+        if op == "AveragePool":
+            more["count_include_pad"] = draw(st.sampled_from((0, 1)), label="count_include_pad")
+        out = []
+        for i, (d, k) in enumerate(zip(x.shape[2:], kernel, strict=True)):
+            span = d + pads[i] + pads[i + 2] - k
+            size = (-(-span // strides[i]) if ceil else span // strides[i]) + 1
+            if (size - 1) * strides[i] >= d + pads[i]:
+                # its last window would start in the end padding: onnxruntime drops it, ONNX's
+                # shape inference keeps it
+                raise _NotHere
+            out.append(size)
         g.reduction = max(g.reduction, math.prod(kernel))
-        g.add(op, [x.name], FLOAT, (*x.shape[:2], *out), kernel_shape=kernel, strides=strides)
-        g.nodes[-1].attribute.append(helper.make_attribute("pads", pads))
+        attributes = _window_attributes(draw, g, kernel, strides, pads, **more)
+        g.add(op, [x.name], g.float, (*x.shape[:2], *out), **attributes)
 
     return build
 
@@ -334,6 +521,17 @@ OPS: dict[str, Callable] = {
     "Conv": _conv,
     "MaxPool": _pool("MaxPool"),
     "AveragePool": _pool("AveragePool"),
+    "LeakyRelu": _unary("LeakyRelu", alpha=(0.01, 0.2)),
+    "HardSigmoid": _unary("HardSigmoid", alpha=(0.2, 0.3), beta=(0.5, 0.4)),
+    "Clip": _clip,
+    "And": _binary("And", BOOL),
+    "Or": _binary("Or", BOOL),
+    "Pad": _pad,
+    "InstanceNormalization": _instance_norm,
+    "ConvTranspose": _conv_transpose,
+    "DecomposedLayerNorm": _decomposed_layer_norm,
+    "SkipLayerNormalization": _skip_layer_norm("SkipLayerNormalization"),
+    "SkipSimplifiedLayerNormalization": _skip_layer_norm("SkipSimplifiedLayerNormalization"),
 }
 
 
@@ -345,6 +543,8 @@ class GeneratedModel:
     ops: tuple[str, ...]  # of its nodes, in node order (the Mul before a Cast included)
     layouts: tuple[Mapping[str, Any], ...]  # a suite's `layouts:` entries; () the default only
     tolerance: Tolerance
+    dtype: str = "float32"  # its float tensors' type, a key of DTYPES
+    omitted: int = 0  # attributes left to their defaults
 
     @property
     def digest(self) -> str:
@@ -372,13 +572,24 @@ class Coverage:
     def __init__(self) -> None:
         self.nodes: collections.Counter[str] = collections.Counter()
         self.values: dict[str, set[str]] = collections.defaultdict(set)
+        self.dimensions: collections.Counter[str] = collections.Counter()  # models per bucket
 
-    def add(self, model: bytes) -> None:
-        for node in onnx.load_from_string(model).graph.node:
+    def add(self, generated: GeneratedModel) -> None:
+        graph = onnx.load_from_string(generated.model).graph
+        for node in graph.node:
             self.nodes[node.op_type] += 1
             self.values[node.op_type].update(
                 f"{a.name}={helper.get_attribute_value(a)!r}" for a in node.attribute
             )
+        widest = max(d.dim_value for i in graph.input for d in i.type.tensor_type.shape.dim)
+        low = max((b + 1 for b in SIZE_BUCKETS if b < widest), default=1)
+        high = next(b for b in SIZE_BUCKETS if widest <= b)
+        self.dimensions[f"dtype {generated.dtype}"] += 1
+        self.dimensions[f"widest dim {low}-{high}"] += 1
+        if generated.omitted:
+            self.dimensions["attributes left to defaults"] += 1
+        if any(node.domain == MICROSOFT for node in graph.node):
+            self.dimensions["contrib ops"] += 1
 
     def ops(self) -> tuple[OpCovered, ...]:
         """Each op added, the most drawn first."""
@@ -388,26 +599,34 @@ class Coverage:
         )
 
 
-def tolerance(reduction: int) -> Tolerance:
+def tolerance(reduction: int, dtype: str = "float32") -> Tolerance:
     """What a generated model's outputs may differ from onnxruntime CPU's by: f32 kernels that
     sum `reduction` terms of inputs in [-1, 1] (products of two such) drift by a few ulps per
     term, so 2e-5 per term and at least 1e-4 absolute, or a ratio within 1e-4 (ORT-web's op-test
     rule, with its 1e-3 and 1e-5 scaled to what twins differ by: Gelu's two approximations part
-    by 1.5e-4 at 1)."""
-    return Tolerance(abs=max(1e-4, 2e-5 * reduction), rel=1e-4)
+    by 1.5e-4 at 1). float16 rounds every op on both sides: 4 of its ulps at 1 (2^-8,
+    ``runner.measure.FLOAT16``), and one at 1 per term summed, up to 1 (a suite's most)."""
+    if dtype == "float16":
+        half = measure.FLOAT16
+        return Tolerance(abs=min(1.0, max(half.abs, 2.0**-10 * reduction)), rel=half.rel)
+    return Tolerance(abs=min(1.0, max(1e-4, 2e-5 * reduction)), rel=1e-4)
 
 
 @st.composite
-def generated_models(draw, vocabulary: tuple[str, ...]) -> GeneratedModel:
-    """A valid model of 1 to ``MAX_NODES`` ops of `vocabulary` (some of them twins), with a
-    second layout when it has a LayerNormalization and the draw says so."""
-    g = _Graph()
+def generated_models(
+    draw, vocabulary: tuple[str, ...], dtypes: tuple[str, ...] = ("float32",)
+) -> GeneratedModel:
+    """A valid model of 1 to ``MAX_NODES`` ops of `vocabulary` (some of them twins), its float
+    tensors of one of `dtypes`, with a second layout when it has a LayerNormalization and the
+    draw says so."""
+    dtype = draw(st.sampled_from(dtypes), label="dtype")
+    g = _Graph(DTYPES[dtype])
     drawn: list[str] = []
     # one "more?" before each op but the first, as Hypothesis draws lists: a node's choices are
     # one block, which shrinking deletes whole
     for _ in range(MAX_NODES):
-        if drawn and not draw(st.booleans(), label="more"):
-            break
+        if len(g.nodes) >= MAX_NODES or drawn and not draw(st.booleans(), label="more"):
+            break  # an op of several nodes (a decomposed LayerNorm's 7) leaves less room
         again = drawn and draw(st.booleans(), label="twin")
         op = draw(st.sampled_from(drawn if again else vocabulary), label="op")
         try:
@@ -423,19 +642,24 @@ def generated_models(draw, vocabulary: tuple[str, ...]) -> GeneratedModel:
         "generated",
         [helper.make_tensor_value_info(v.name, v.dtype, v.shape) for v in g.inputs],
         [helper.make_tensor_value_info(v.name, v.dtype, v.shape) for v in outputs],
-        initializer=g.constants,
+        initializer=[c for c in g.constants if c.name in g.consumed],  # a refused node's go
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    imports = [helper.make_opsetid("", OPSET)]
+    if any(n.domain == MICROSOFT for n in g.nodes):
+        imports.append(helper.make_opsetid(MICROSOFT, 1))
+    model = helper.make_model(graph, opset_imports=imports)
     model.ir_version = IR_VERSION
     onnx.checker.check_model(model, full_check=True)
     layouts: tuple[Mapping[str, Any], ...] = ()
     norms = [n for n in g.nodes if n.op_type == "LayerNormalization"]
     if norms and draw(st.booleans(), label="second layout"):
-        first = next(a.f for a in norms[0].attribute if a.name == "epsilon")
+        first = next((a.f for a in norms[0].attribute if a.name == "epsilon"), 1e-5)
         epsilon = draw(st.sampled_from([e for e in EPSILONS if e != first]), label="layout eps")
         layouts = ({"label": "default"}, {"label": f"eps-{epsilon:g}", "values": {"eps": epsilon}})
     ops = tuple(n.op_type for n in g.nodes)
-    return GeneratedModel(model.SerializeToString(), ops, layouts, tolerance(g.reduction))
+    return GeneratedModel(
+        model.SerializeToString(), ops, layouts, tolerance(g.reduction, dtype), dtype, g.omitted
+    )
 
 
 def without_bystanders(generated: GeneratedModel, culprit: str) -> GeneratedModel | None:
@@ -479,7 +703,9 @@ def without_bystanders(generated: GeneratedModel, culprit: str) -> GeneratedMode
     onnx.checker.check_model(pruned_model, full_check=True)
     ops = tuple(n.op_type for n in kept)
     layouts = generated.layouts if "LayerNormalization" in ops else ()
-    return GeneratedModel(pruned_model.SerializeToString(), ops, layouts, generated.tolerance)
+    return dataclasses.replace(
+        generated, model=pruned_model.SerializeToString(), ops=ops, layouts=layouts
+    )
 
 
 @dataclass(frozen=True)

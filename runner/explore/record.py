@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,11 @@ from typing import Any
 from runner.errors import InvalidInput
 from runner.explore.cases import ModelFailure
 from runner.explore.finding import Failure, Found
-from runner.explore.generated import OpCovered
+from runner.explore.generated import Coverage, OpCovered
 from runner.explore.space import Space
 from runner.files import write_atomic
 
-FORMAT = 2  # 2: a finding's cause, the refusals
+FORMAT = 3  # 2: a finding's cause, the refusals; 3: the float types drawn, per dimension
 KIND = "explore-run"
 GLOB = "explore-*.json"
 
@@ -83,6 +84,9 @@ class RunRecord:
     findings: tuple[FindingRecord, ...]
     covered: tuple[OpCovered, ...] = ()  # the ops and attribute values of drawn models judged
     refusals: tuple[RefusalRecord, ...] = ()
+    # drawn models judged per bucket of each dimension of the draw ("dtype float16": 412)
+    dimensions: Mapping[str, int] = field(default_factory=dict)
+    dtypes: tuple[str, ...] = ()  # the float types generated models were drawn in
     format: int = FORMAT
     kind: str = KIND
 
@@ -101,7 +105,7 @@ def run_record(
     started: str,
     database: str,
     found: tuple[Found, ...],
-    covered: tuple[OpCovered, ...],
+    covered: Coverage,
     refusals: tuple[RefusalRecord, ...],
     out: Path,
 ) -> RunRecord:
@@ -150,8 +154,10 @@ def run_record(
         tuple(getattr(space.source, "vocabulary", ())),
         database,
         tuple(findings),
-        covered,
+        covered.ops(),
         refusals,
+        dict(sorted(covered.dimensions.items())),
+        tuple(getattr(space.source, "dtypes", ())),
     )
 
 
@@ -207,6 +213,8 @@ def _run_record(data: dict[str, Any]) -> RunRecord:
             "inject": tuple(data["inject"]),
             "models": tuple((str(n), str(d)) for n, d in data["models"]),
             "vocabulary": tuple(data["vocabulary"]),
+            "dtypes": tuple(data.get("dtypes", ())),
+            "dimensions": {str(k): int(v) for k, v in data.get("dimensions", {}).items()},
             "findings": tuple(findings),
             "covered": tuple(
                 OpCovered(str(c["op"]), int(c["nodes"]), tuple(map(str, c["values"])))

@@ -24,7 +24,13 @@ from hypothesis import strategies as st
 
 from runner.backends import REGISTRY, resolve_targets
 from runner.errors import InvalidInput
-from runner.explore.generated import OPS, GeneratedModel, generated_models, write_suite
+from runner.explore.generated import (
+    DTYPES,
+    OPS,
+    GeneratedModel,
+    generated_models,
+    write_suite,
+)
 from runner.files import cache_root
 from runner.selection import Selection, load, named_targets
 from runner.suite import load_suite
@@ -125,13 +131,14 @@ class GeneratedModels:
     vocabulary: tuple[str, ...]
     target: BackendTarget
     folder: Path  # where drawn models and their suites are written while explore runs
+    dtypes: tuple[str, ...] = ("float32",)  # of DTYPES, the float types drawn
     draws = "cases"
 
     def strategy(self) -> st.SearchStrategy[ExploredModel]:
-        return generated_models(self.vocabulary).map(self.explored)
+        return generated_models(self.vocabulary, self.dtypes).map(self.explored)
 
     def key(self) -> str:
-        return repr(("generated", self.vocabulary))
+        return repr(("generated", self.vocabulary, self.dtypes))
 
     def explored(self, generated: GeneratedModel) -> ExploredModel:
         """`generated` written as a suite of its own into the folder, loaded on the target."""
@@ -160,6 +167,24 @@ def vocabulary(ops: tuple[str, ...], lacking: Mapping[str, str]) -> tuple[str, .
     return wanted
 
 
+def float_types(dtypes: tuple[str, ...], lacking: Mapping[str, str]) -> tuple[str, ...]:
+    """The float types to draw: `dtypes` (all of ``DTYPES`` when empty) but those the target
+    lacks; InvalidInput for an unknown one or none left."""
+    unknown = sorted(set(dtypes) - DTYPES.keys())
+    if unknown:
+        raise InvalidInput(
+            f"--dtypes {', '.join(unknown)}: no such float type to draw; expected some of "
+            f"{', '.join(DTYPES)}"
+        )
+    wanted = tuple(d for d in DTYPES if d in (dtypes or DTYPES) and d not in lacking)
+    if not wanted:
+        raise InvalidInput(
+            f"--dtypes {', '.join(dtypes)}: the target lacks it ({lacking[dtypes[0]]}); "
+            f"expected one of {', '.join(d for d in DTYPES if d not in lacking)}"
+        )
+    return wanted
+
+
 @dataclass(frozen=True)
 class Space:
     """Where models come from, the target and the scenario steps its backend runs."""
@@ -170,11 +195,16 @@ class Space:
 
 
 def explore_space(
-    selection: Selection, inject: frozenset[str], models: str = "suites", ops: tuple[str, ...] = ()
+    selection: Selection,
+    inject: frozenset[str],
+    models: str = "suites",
+    ops: tuple[str, ...] = (),
+    dtypes: tuple[str, ...] = (),
 ) -> Space:
     """The selection's one backend target, resolved, and where models come from: the
     selection's encoders and model files (`models` "suites", ``SuiteModels``) or models drawn
-    from `ops` ("generated", ``GeneratedModels``); InvalidInput for anything else."""
+    from `ops` in `dtypes` ("generated", ``GeneratedModels``); InvalidInput for anything
+    else."""
     for pattern in selection.filters:
         key, sep, _ = pattern.partition("=")
         if not sep or key not in FILTER_KEYS:
@@ -202,11 +232,14 @@ def explore_space(
             f"{', '.join(descriptor.faults) or '(none)'}"
         )
     if models == "generated":
-        drawn = vocabulary(ops, learned_lacking(target))
-        source: ModelSource = GeneratedModels(drawn, target, cache_root() / "explore-models")
+        lacking = learned_lacking(target)
+        drawn, types = vocabulary(ops, lacking), float_types(dtypes, lacking)
+        folder = cache_root() / "explore-models"
+        source: ModelSource = GeneratedModels(drawn, target, folder, types)
         return Space(source, target, descriptor.scenario_actions)
-    if ops:
-        raise InvalidInput("--ops draws generated models: it needs --models generated")
+    if ops or dtypes:
+        option = "--ops" if ops else "--dtypes"
+        raise InvalidInput(f"{option} draws generated models: it needs --models generated")
     if not descriptor.scenario_actions:
         explorable = [d.name for d in REGISTRY.values() if d.scenario_actions]
         raise InvalidInput(
@@ -220,12 +253,14 @@ def explore_space(
 
 
 def lacking_file(target: BackendTarget) -> Path:
-    """Where explore keeps what ops `target` (this build and version) lacks on its GPU path."""
+    """Where explore keeps what `target` (this build and version) lacks on its GPU path: ops,
+    ops in float16 only ("Gelu in float16"), or float16 altogether."""
     name = f"{target.id}@{target.version}" if target.version else target.id
     return cache_root() / "explore-lacking" / f"{name.replace(':', '-')}.json"
 
 
 def learned_lacking(target: BackendTarget) -> dict[str, str]:
-    """Op -> why `target` lacks it, as earlier explores learned (none yet: {})."""
+    """What `target` lacks (an op, an op in float16, float16) -> why, as earlier explores
+    learned (none yet: {})."""
     path = lacking_file(target)
     return json.loads(path.read_text()) if path.is_file() else {}

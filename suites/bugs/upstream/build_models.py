@@ -1,0 +1,159 @@
+"""Builds the zoo's models: the smallest graph that shows each upstream bug, with onnx.helper.
+
+`python suites/bugs/upstream/build_models.py` writes them into models/ beside this file; the
+output is byte-for-byte the same on every run (weights from a seeded generator per model), and
+tests/test_zoo.py checks that the committed files are what this script builds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+FOLDER = Path(__file__).parent / "models"
+OPSET = 20
+MICROSOFT = "com.microsoft"
+
+F32, F16, BOOL = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BOOL
+
+
+def _value(name: str, dtype: int, shape: list[int]) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def _weight(name: str, shape: list[int], dtype=np.float32) -> onnx.TensorProto:
+    values = np.random.default_rng(0).uniform(-1, 1, shape).astype(dtype)
+    return numpy_helper.from_array(values, name)
+
+
+def _model(nodes, inputs, outputs, initializers=(), opset: int = OPSET) -> onnx.ModelProto:
+    contrib = any(node.domain == MICROSOFT for node in nodes)
+    imports = [helper.make_opsetid("", opset)]
+    imports += [helper.make_opsetid(MICROSOFT, 1)] if contrib else []
+    graph = helper.make_graph(nodes, "zoo", inputs, outputs, list(initializers))
+    model = helper.make_model(graph, opset_imports=imports, ir_version=9)
+    if not contrib:  # the checker knows no contrib op; onnxruntime CPU runs them as the oracle
+        onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def and_swapped_broadcast() -> onnx.ModelProto:
+    """a[2, 1] AND b[1, 4], and b AND a: one program for both broadcasts."""
+    nodes = [helper.make_node("And", ["a", "b"], ["ab"]), helper.make_node("And", ["b", "a"], ["ba"])]
+    inputs = [_value("a", BOOL, [2, 1]), _value("b", BOOL, [1, 4])]
+    return _model(nodes, inputs, [_value("ab", BOOL, [2, 4]), _value("ba", BOOL, [2, 4])])
+
+
+def instancenorm_epsilon_twins() -> onnx.ModelProto:
+    """Two InstanceNormalizations of one input, epsilon 1e-5 and 10: one program for both."""
+    nodes = [
+        helper.make_node("InstanceNormalization", ["x", "scale", "bias"], ["small"], epsilon=1e-5),
+        helper.make_node("InstanceNormalization", ["x", "scale", "bias"], ["large"], epsilon=10.0),
+    ]
+    shape = [1, 3, 4, 4]
+    outputs = [_value("small", F32, shape), _value("large", F32, shape)]
+    weights = [_weight("scale", [3]), _weight("bias", [3])]
+    return _model(nodes, [_value("x", F32, shape)], outputs, weights)
+
+
+def skip_simplified_layernorm_bias() -> onnx.ModelProto:
+    """SkipSimplifiedLayerNormalization with its fourth input, the bias."""
+    node = helper.make_node(
+        "SkipSimplifiedLayerNormalization",
+        ["x", "skip", "gamma", "bias"],
+        ["y"],
+        domain=MICROSOFT,
+        epsilon=1e-5,
+    )
+    shape = [1, 4, 16]
+    inputs = [_value("x", F32, shape), _value("skip", F32, shape)]
+    weights = [_weight("gamma", [16]), _weight("bias", [16])]
+    return _model([node], inputs, [_value("y", F32, shape)], weights)
+
+
+def averagepool_ceil_pad(opset: int) -> Callable[[], onnx.ModelProto]:
+    def build() -> onnx.ModelProto:
+        """A 3x3 AveragePool, stride 2, pads 1, ceil_mode and count_include_pad: the last
+        window hangs past the padding, and its divisor must count only what it covers."""
+        node = helper.make_node(
+            "AveragePool",
+            ["x"],
+            ["y"],
+            kernel_shape=[3, 3],
+            strides=[2, 2],
+            pads=[1, 1, 1, 1],
+            ceil_mode=1,
+            count_include_pad=1,
+        )
+        inputs, outputs = [_value("x", F32, [1, 1, 6, 6])], [_value("y", F32, [1, 1, 4, 4])]
+        return _model([node], inputs, outputs, opset=opset)
+
+    return build
+
+
+def convtranspose_float16(width: int) -> Callable[[], onnx.ModelProto]:
+    def build() -> onnx.ModelProto:
+        """A float16 ConvTranspose of kernel [1, 3] over a row `width` long."""
+        node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[1, 3])
+        inputs = [_value("x", F16, [1, 1, 1, width])]
+        outputs = [_value("y", F16, [1, 1, 1, width + 2])]
+        return _model([node], inputs, outputs, [_weight("w", [1, 1, 1, 3], np.float16)])
+
+    return build
+
+
+def layernorm_decomposed(dtype: int) -> Callable[[], onnx.ModelProto]:
+    def build() -> onnx.ModelProto:
+        """LayerNorm as an opset-16 export writes it (ReduceMean, Sub, Pow, ReduceMean, Add,
+        Sqrt, Div), which onnxruntime fuses into one LayerNormalization where it registers the
+        fusion for the EP."""
+        nodes = [
+            helper.make_node("ReduceMean", ["x"], ["mean"], axes=[-1]),
+            helper.make_node("Sub", ["x", "mean"], ["centred"]),
+            helper.make_node("Pow", ["centred", "two"], ["squared"]),
+            helper.make_node("ReduceMean", ["squared"], ["variance"], axes=[-1]),
+            helper.make_node("Add", ["variance", "epsilon"], ["shifted"]),
+            helper.make_node("Sqrt", ["shifted"], ["deviation"]),
+            helper.make_node("Div", ["centred", "deviation"], ["y"]),
+        ]
+        numpy_dtype = helper.tensor_dtype_to_np_dtype(dtype)
+        constants = [
+            numpy_helper.from_array(np.array(2, numpy_dtype), "two"),
+            numpy_helper.from_array(np.array(1e-5, numpy_dtype), "epsilon"),
+        ]
+        shape = [2, 64]
+        return _model(nodes, [_value("x", dtype, shape)], [_value("y", dtype, shape)], constants, 16)
+
+    return build
+
+
+MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
+    "and-swapped-broadcast": and_swapped_broadcast,
+    "instancenorm-epsilon-twins": instancenorm_epsilon_twins,
+    "skip-simplified-layernorm-bias": skip_simplified_layernorm_bias,
+    "averagepool-ceil-pad-opset18": averagepool_ceil_pad(18),
+    "averagepool-ceil-pad-opset19": averagepool_ceil_pad(19),
+    "convtranspose-float16-2047": convtranspose_float16(2047),
+    "convtranspose-float16-2100": convtranspose_float16(2100),
+    "layernorm-decomposed-float16": layernorm_decomposed(F16),
+    "layernorm-decomposed-float32": layernorm_decomposed(F32),
+}
+
+
+def build(folder: Path = FOLDER) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, make in MODELS.items():
+        path = folder / f"{name}.onnx"
+        path.write_bytes(make().SerializeToString())
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for path in build():
+        print(path)
