@@ -107,11 +107,14 @@ class _Graph:
         self.values.append(value)
         return value
 
-    def weights(self, draw, shape: tuple[int, ...]) -> str:
-        """A constant of the graph's float type, uniform in [-1, 1]."""
+    def weights(self, draw, shape: tuple[int, ...], dtype: int | None = None) -> str:
+        """A constant of `dtype` (the graph's float type by default), uniform in [-1, 1]; bool:
+        where that is positive."""
         seed = draw(st.integers(0, 2**16), label="seed")
         values = np.random.default_rng(seed).uniform(-1.0, 1.0, shape)
-        return self.constant(values.astype(helper.tensor_dtype_to_np_dtype(self.float)))
+        if dtype == BOOL:
+            return self.constant(values > 0)
+        return self.constant(values.astype(helper.tensor_dtype_to_np_dtype(dtype or self.float)))
 
     def scalar(self, value: float) -> str:
         return self.constant(np.array(value, helper.tensor_dtype_to_np_dtype(self.float)))
@@ -198,10 +201,8 @@ def _binary(op: str, dtype: int | None = None) -> Callable:
         same = [v for v in g.values if v.dtype == kind and v.shape == shape]
         if same and draw(st.booleans(), label="existing"):
             b = draw(st.sampled_from(same), label="operand").name
-        elif kind == BOOL:
-            b = g.constant(np.random.default_rng(len(g.constants)).random(shape) < 0.5)
         else:
-            b = g.weights(draw, shape)
+            b = g.weights(draw, shape, kind)
         inputs = [b, a.name] if draw(st.booleans(), label="swapped") else [a.name, b]
         g.add(op, inputs, kind, np.broadcast_shapes(a.shape, shape))
 

@@ -43,7 +43,10 @@ def _model(nodes, inputs, outputs, initializers=(), opset: int = OPSET) -> onnx.
 
 def and_swapped_broadcast() -> onnx.ModelProto:
     """a[2, 1] AND b[1, 4], and b AND a: one program for both broadcasts."""
-    nodes = [helper.make_node("And", ["a", "b"], ["ab"]), helper.make_node("And", ["b", "a"], ["ba"])]
+    nodes = [
+        helper.make_node("And", ["a", "b"], ["ab"]),
+        helper.make_node("And", ["b", "a"], ["ba"]),
+    ]
     inputs = [_value("a", BOOL, [2, 1]), _value("b", BOOL, [1, 4])]
     return _model(nodes, inputs, [_value("ab", BOOL, [2, 4]), _value("ba", BOOL, [2, 4])])
 
@@ -73,6 +76,26 @@ def skip_simplified_layernorm_bias() -> onnx.ModelProto:
     inputs = [_value("x", F32, shape), _value("skip", F32, shape)]
     weights = [_weight("gamma", [16]), _weight("bias", [16])]
     return _model([node], inputs, [_value("y", F32, shape)], weights)
+
+
+def skip_layernorm_skip_broadcast() -> onnx.ModelProto:
+    """SkipLayerNormalization of x[2, 4, 16] with a skip of [1, 4, 16], broadcast over the batch."""
+    node = helper.make_node(
+        "SkipLayerNormalization",
+        ["x", "skip", "gamma", "beta"],
+        ["y"],
+        domain=MICROSOFT,
+        epsilon=1e-5,
+    )
+    inputs = [_value("x", F32, [2, 4, 16]), _value("skip", F32, [1, 4, 16])]
+    weights = [_weight("gamma", [16]), _weight("beta", [16])]
+    return _model([node], inputs, [_value("y", F32, [2, 4, 16])], weights)
+
+
+def transpose_rank1() -> onnx.ModelProto:
+    """A Transpose of a rank-1 tensor (perm [0]: it moves nothing)."""
+    node = helper.make_node("Transpose", ["x"], ["y"], perm=[0])
+    return _model([node], [_value("x", F32, [5])], [_value("y", F32, [5])])
 
 
 def averagepool_ceil_pad(opset: int) -> Callable[[], onnx.ModelProto]:
@@ -126,7 +149,9 @@ def layernorm_decomposed(dtype: int) -> Callable[[], onnx.ModelProto]:
             numpy_helper.from_array(np.array(1e-5, numpy_dtype), "epsilon"),
         ]
         shape = [2, 64]
-        return _model(nodes, [_value("x", dtype, shape)], [_value("y", dtype, shape)], constants, 16)
+        return _model(
+            nodes, [_value("x", dtype, shape)], [_value("y", dtype, shape)], constants, 16
+        )
 
     return build
 
@@ -135,6 +160,8 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "and-swapped-broadcast": and_swapped_broadcast,
     "instancenorm-epsilon-twins": instancenorm_epsilon_twins,
     "skip-simplified-layernorm-bias": skip_simplified_layernorm_bias,
+    "skip-layernorm-skip-broadcast": skip_layernorm_skip_broadcast,
+    "transpose-rank1": transpose_rank1,
     "averagepool-ceil-pad-opset18": averagepool_ceil_pad(18),
     "averagepool-ceil-pad-opset19": averagepool_ceil_pad(19),
     "convtranspose-float16-2047": convtranspose_float16(2047),
