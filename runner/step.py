@@ -269,11 +269,12 @@ def _cause_checked(
     judgement: Judgement, declared: Cause | None, divergent: dict[str, Any] | None
 ) -> Judgement:
     """A failure its rule expects whose localized cause is not the one the rule declares is
-    unexpected: the bug the rule pins is not the one that failed."""
+    unexpected: the bug the rule pins is not the one that failed. One that localization could
+    not place (a nondeterministic output, a crash) neither confirms nor contradicts it."""
     if declared is None or judgement.outcome != Outcome.EXPECTED:
         return judgement
     found = cause_of(judgement.verdict, divergent)
-    if found == declared:
+    if found == declared or (found is not None and not found.localized):
         return judgement
     return dataclasses.replace(
         judgement,

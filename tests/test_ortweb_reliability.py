@@ -25,7 +25,7 @@ from runner.matrix import expand_matrix
 from runner.pipeline import execute
 from runner.suite.loader import load_suite
 
-from .conftest import regress, run_until_results
+from .conftest import REPO, regress, run_until_results
 
 pytestmark = pytest.mark.browser
 
@@ -228,3 +228,26 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
     except OSError:
         return "?"
+
+
+def test_a_case_that_errors_leaves_the_next_case_a_new_instance(write_suite, tmp_path):
+    """JSEP refuses every kernel after one that threw ("is not allowed to be called
+    recursively"): after a case errors, the next runs on a new onnxruntime-web instance."""
+    pool = REPO / "suites" / "bugs" / "upstream" / "models" / "averagepool-ceil-pad-opset18.onnx"
+    suite = write_suite(
+        f"""
+name: errors-then-passes
+models:
+  ceil-pool: {{path: {pool}}}
+  after: {{builtin: encoder, layers: 1, hidden: 32, heads: 2, ffn: 64}}
+backends:
+  - {{name: ort-web, bundle: jsep}}
+capture: [eager]
+"""
+    )
+    cases = expand_matrix([load_suite(suite, REGISTRY)])
+    summary = execute(cases, tmp_path / "out", BackendOptions(runs=1))
+    verdicts = {r.case_id.split("/")[0]: r for r in summary.results}
+    assert verdicts["ceil-pool"].verdict == "error"
+    assert "ceil_mode" in verdicts["ceil-pool"].message  # JSEP pools without it
+    assert verdicts["after"].verdict == "pass", verdicts["after"].message

@@ -245,6 +245,15 @@ class Backend(Protocol):
         """Release the device, browser and server."""
 
 
+class ProcessDeviceBackend(Backend, Protocol):
+    """A backend whose device, and every program compiled on it, lives as long as a process
+    (its descriptor's ``programs_per_process``): what earlier work compiled may serve later
+    work, so a failure is confirmed on a renewed one before it counts (``explore``)."""
+
+    def renew(self) -> None:
+        """A new process: nothing earlier work compiled or cached is left."""
+
+
 def resolve(reference: str) -> Any:
     """The object a ``"module:attribute"`` reference names, importing its module."""
     module, _, attribute = reference.partition(":")
@@ -326,6 +335,9 @@ class BackendDescriptor:
     # The scenario steps it runs (of runner.scenario.values.ACTIONS); (): no scenarios. The step
     # skips a scenario with any other step, saying so (runner.skips); `explore` draws only these.
     scenario_actions: tuple[str, ...] = ()
+    # Its device and program cache live as long as its process (a ``ProcessDeviceBackend``):
+    # explore reruns a failing example on a renewed one, and counts it only if it fails there.
+    programs_per_process: bool = False
 
     def checks(self) -> list[Diagnosis]:
         """What ``doctor`` says about this machine for this backend (``diagnose``)."""

@@ -112,6 +112,10 @@ class IsolatedBackend:
         self._conn.close()
         self._start()
 
+    def renew(self) -> None:
+        """A new child: nothing the old one's device compiled or cached is left."""
+        self._restart()
+
     def environment(self) -> dict[str, Any]:
         return {**self._call("environment"), "isolated": True}
 

@@ -44,7 +44,13 @@ from runner.backends import REGISTRY, open_backend
 from runner.backends.base import Backend, BackendOptions, BackendTarget
 from runner.errors import EnvironmentUnusable
 from runner.explore import record
-from runner.explore.cases import ModelFailure, reproduce, run_cases, write_model_finding
+from runner.explore.cases import (
+    CasesRun,
+    ModelFailure,
+    reproduce,
+    run_cases,
+    write_model_finding,
+)
 from runner.explore.database import example_database
 from runner.explore.finding import (
     BackendMachine,
@@ -74,6 +80,7 @@ GRACE_MIN_S = 30.0
 # (ort-web on SwiftShader)
 SHRINK_EXAMPLES = 40
 PROGRESS_EVERY_S = 10.0
+NOT_ALONE = "it fails only after other examples on one device (a program one of them compiled)"
 
 
 class Interruption(BaseException):
@@ -150,6 +157,9 @@ class _Examiner:
         self.known: set[FailureKind] = set()  # found by an earlier pass: passing now
         self.pending: list[FailureKind] = []  # found in this pass, shrinking
         self.covered = Coverage()  # of the drawn models judged
+        # where programs outlive an example, a failure counts only if it fails on a new device
+        self.confirms = REGISTRY[request.space.target.name].programs_per_process
+        self.not_alone = 0  # failures gone on a new device: a program an earlier one compiled
 
     def __call__(self, explored: ExploredModel, scenario: Scenario) -> None:
         """A drawn scenario: run once, judged; raises when it fails."""
@@ -167,6 +177,10 @@ class _Examiner:
             if _needs(generated) & self.lacking.keys():
                 reject()  # not run; an example run before keeps its outcome
             ran = run_cases(explored, self.backend, self.oracle, self.request.options)
+            if ran.failing and self._alone_passes(lambda: run_cases(
+                explored, self.backend, self.oracle, self.request.options
+            ).failing):  # fmt: skip
+                ran = CasesRun(discarded=NOT_ALONE)
             self.examples += 1
             self.steps += len(ran.stepped)
             skipped = [s for s in ran.stepped if s.judgement.verdict == "skipped"]
@@ -239,9 +253,26 @@ class _Examiner:
             self.steps += len(scenario.steps)
             if stepped.judgement.verdict == "skipped":
                 raise ExamplesSkipped(stepped.judgement.message)
-            failing = stepped.failing_step is not None
+            failing = stepped.failing_step is not None and not self._alone_passes(
+                lambda: self.step.run(item, self.backend).failing_step
+            )
             self.outcomes[key] = Failure(explored, scenario, stepped) if failing else None
         return self.outcomes[key]
+
+    def _alone_passes(self, again: Callable[[], Any]) -> bool:
+        """Whether a failure just seen passes when `again` reruns it on a renewed backend, where
+        programs outlive an example (``programs_per_process``): then a program an earlier
+        example compiled made it fail, and it would not fail on its own under ``run``. The
+        backend stays renewed: what the failure compiled serves no later example either."""
+        if not self.confirms:
+            return False
+        self.backend.renew()
+        if again():
+            return False
+        self.not_alone += 1
+        if self.not_alone == 1:
+            self.say(f"a failure passed on a new device: {NOT_ALONE}; not counted")
+        return True
 
     def _keep(self, failure: Failure | ModelFailure, kind: FailureKind, now: float) -> None:
         """Tally a failing example: its kind if new, and it if its kind's shortest."""
@@ -294,6 +325,7 @@ class _Examiner:
             f"explore: {self.examples} examples, {self.steps} "
             f"{COUNTED[self.request.space.source.draws][1]} in "
             f"{time.monotonic() - self.began:.0f} s; {len(self.shortest)} failure kind(s) so far"
+            + (f"; {self.not_alone} gone on a new device" if self.not_alone else "")
         )
 
 

@@ -31,4 +31,8 @@ DESCRIPTOR = BackendDescriptor(
     runtime="onnxruntime",
     faults=FAULTS,
     scenario_actions=(RUN, DISPOSE, RELEASE_GRAPH, RELEASE, CREATE),  # the steps ep.py runs
+    # ONNX Runtime keeps one WebGPU device per process, its program cache with it: a program an
+    # earlier session compiled serves a later one whose key it matches (measured: a 1x1 Conv,
+    # an InstanceNormalization and an And wrong after other models, right in a new process)
+    programs_per_process=True,
 )

@@ -98,6 +98,12 @@ class OrtNativeBackend:
             return work.unrun("skipped", self._environments[exact]["unusable"])
         return child.run(work)
 
+    def renew(self) -> None:
+        """New children: ONNX Runtime keeps one WebGPU device per process, and its programs with
+        it, so nothing an earlier session compiled serves the next one."""
+        for child in self._children.values():
+            child.renew()
+
     def close(self) -> None:
         for child in self._children.values():
             child.close()

@@ -65,6 +65,9 @@ class BundlePage:
         self.adapter: dict[str, Any] | None = None  # the WebGPU adapter the page saw at load
         self.lacks: list[str] = []  # what capture needs that the loaded module lacks (harness.js)
         self.sequence: Any = None  # the layout-change sequence whose sessions the page holds
+        # a case errored in the instance: JSEP then refuses every later kernel ("not allowed to
+        # be called recursively", 1.17.3 .. 1.30.0), so the next sequence gets a new instance
+        self._errored = False
         self._models: list[str] = []  # its own sessions' models' server paths while loaded
 
     @property
@@ -84,13 +87,17 @@ class BundlePage:
         The case's session is released after it unless the spec's ``keepSession`` says a later
         revisit of its layout-change ``sequence`` runs it again; the first case of another
         sequence releases any kept session whose revisit did not come, and with `fresh` runs on
-        an onnxruntime-web of its own (``_afresh``: nothing an earlier sequence left remains).
+        an onnxruntime-web of its own (``_afresh``: nothing an earlier sequence left remains), as
+        it does after a case that errored.
         """
-        if fresh and self._ran and sequence != self.sequence:
+        if (fresh or self._errored) and self._ran and sequence != self.sequence:
             self._afresh()
+            self._errored = False
         spec = {**spec, "newSequence": sequence != self.sequence}
         self.sequence = sequence
-        return self._evaluate("harness.run", spec, timeout_s, pooled=self._renews)
+        result = self._evaluate("harness.run", spec, timeout_s, pooled=self._renews)
+        self._errored = self._errored or result["status"] == "error"
+        return result
 
     def scenario(self, spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """Run one scenario (harness.js's ``runScenario``) on an onnxruntime-web of its own:
