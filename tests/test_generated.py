@@ -119,7 +119,7 @@ def test_the_draw_reaches_each_dimension():
 
     half = find(models, lambda d: d.dtype == "float16", settings=reach)
     assert {i.type.tensor_type.elem_type for i in inputs(half)} == {TensorProto.FLOAT16}
-    assert half.tolerance.abs >= 2.0**-8
+    assert half.tolerance.abs >= generated.FLOAT16_ABS
     wide = find(models, lambda d: any(n > 6 for n in dims(d)), settings=reach)
     assert set(dims(wide)) & set(generated.BOUNDARIES)
     assert find(models, lambda d: d.omitted > 0, settings=reach).omitted >= 1
@@ -427,3 +427,30 @@ def test_the_bench_measures_wgpu_and_says_what_the_draw_covered():
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1] == "8" and float(cells[3]) > 0  # models, models per second
     assert "| op | nodes | attribute values |" in bench.stdout
+
+
+def test_where_programs_outlive_an_example_a_failure_counts_only_if_it_fails_renewed():
+    """ort-native keeps its device, and its programs, for its process's life: a failure is run
+    again on a renewed backend, and one that passes there is not counted (a program an earlier
+    example compiled made it fail)."""
+    from runner.explore.explorer import NOT_ALONE, _Examiner
+
+    class Renewing:
+        renewed = 0
+
+        def renew(self) -> None:
+            self.renewed += 1
+
+    said: list[str] = []
+    examiner = _Examiner.__new__(_Examiner)
+    examiner.backend, examiner.say, examiner.confirms, examiner.not_alone = (
+        Renewing(),
+        said.append,
+        True,
+        0,
+    )
+    assert examiner._alone_passes(lambda: None)  # passes renewed: not counted
+    assert not examiner._alone_passes(lambda: "failed again")
+    assert examiner.backend.renewed == 2 and examiner.not_alone == 1 and NOT_ALONE in said[0]
+    examiner.confirms = False  # the other backends: a device per example already
+    assert not examiner._alone_passes(lambda: None) and examiner.backend.renewed == 2
