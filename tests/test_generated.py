@@ -313,7 +313,8 @@ def test_explore_runs_generated_models_on_the_cpp_ep_on_lavapipe(tmp_path):
     writes no repro bundles, so each finding is its suite file alone, reproduced under run."""
     done = regress(
         "explore", "--models", "generated", "--backend", "ort-native", "--budget", "15s",
-        "--seed", "1", "--out", tmp_path / "found", "--database", tmp_path / "db",
+        "--ops", "Relu,Reshape", "--dtypes", "float32", "--seed", "1",
+        "--out", tmp_path / "found", "--database", tmp_path / "db",
         process=True,
     )  # fmt: skip
     printed = done.stdout + done.stderr
