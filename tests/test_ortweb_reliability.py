@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
@@ -233,18 +234,20 @@ def _cmdline(pid: int) -> str:
 def test_a_case_that_errors_leaves_the_next_case_a_new_instance(write_suite, tmp_path):
     """JSEP refuses every kernel after one that threw ("is not allowed to be called
     recursively"): after a case errors, the next runs on a new onnxruntime-web instance."""
-    pool = REPO / "suites" / "bugs" / "upstream" / "models" / "averagepool-ceil-pad-opset18.onnx"
     suite = write_suite(
-        f"""
+        """
 name: errors-then-passes
 models:
-  ceil-pool: {{path: {pool}}}
-  after: {{builtin: encoder, layers: 1, hidden: 32, heads: 2, ffn: 64}}
+  ceil-pool: {path: averagepool-ceil-pad-opset18.onnx}
+  after: {builtin: encoder, layers: 1, hidden: 32, heads: 2, ffn: 64}
+shapes: [{batch: 1, sequence: 4}]
 backends:
-  - {{name: ort-web, bundle: jsep}}
+  - {name: ort-web, bundle: jsep}
 capture: [eager]
 """
     )
+    pool = REPO / "suites" / "bugs" / "upstream" / "models" / "averagepool-ceil-pad-opset18.onnx"
+    shutil.copy(pool, suite.parent)
     cases = expand_matrix([load_suite(suite, REGISTRY)])
     summary = execute(cases, tmp_path / "out", BackendOptions(runs=1))
     verdicts = {r.case_id.split("/")[0]: r for r in summary.results}

@@ -98,6 +98,35 @@ def transpose_rank1() -> onnx.ModelProto:
     return _model([node], [_value("x", F32, [5])], [_value("y", F32, [5])])
 
 
+def tanh() -> onnx.ModelProto:
+    """A Tanh of x[4, 8] (the suite feeds values past 88, where exp overflows float32)."""
+    node = helper.make_node("Tanh", ["x"], ["y"])
+    return _model([node], [_value("x", F32, [4, 8])], [_value("y", F32, [4, 8])])
+
+
+def softmax_middle_axis() -> onnx.ModelProto:
+    """A Softmax over axis 1 of x[1, 84, 20], as YOLOv8's head takes it: not the last axis."""
+    node = helper.make_node("Softmax", ["x"], ["y"], axis=1)
+    return _model([node], [_value("x", F32, [1, 84, 20])], [_value("y", F32, [1, 84, 20])])
+
+
+def conv_tanh() -> onnx.ModelProto:
+    """A Conv then a Tanh, which onnxruntime fuses into one FusedConv with a Tanh activation."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3]),
+        helper.make_node("Tanh", ["c"], ["y"]),
+    ]
+    inputs, outputs = [_value("x", F32, [1, 2, 6, 6])], [_value("y", F32, [1, 2, 4, 4])]
+    return _model(nodes, inputs, outputs, [_weight("w", [2, 2, 3, 3])])
+
+
+def where_one_condition() -> onnx.ModelProto:
+    """A Where whose condition is a [1] broadcast over [3, 5] values."""
+    node = helper.make_node("Where", ["condition", "a", "b"], ["y"])
+    inputs = [_value("condition", BOOL, [1]), _value("a", F32, [3, 5]), _value("b", F32, [3, 5])]
+    return _model([node], inputs, [_value("y", F32, [3, 5])])
+
+
 def averagepool_ceil_pad(opset: int) -> Callable[[], onnx.ModelProto]:
     def build() -> onnx.ModelProto:
         """A 3x3 AveragePool, stride 2, pads 1, ceil_mode and count_include_pad: the last
@@ -162,6 +191,10 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "skip-simplified-layernorm-bias": skip_simplified_layernorm_bias,
     "skip-layernorm-skip-broadcast": skip_layernorm_skip_broadcast,
     "transpose-rank1": transpose_rank1,
+    "tanh": tanh,
+    "softmax-middle-axis": softmax_middle_axis,
+    "conv-tanh": conv_tanh,
+    "where-one-condition": where_one_condition,
     "averagepool-ceil-pad-opset18": averagepool_ceil_pad(18),
     "averagepool-ceil-pad-opset19": averagepool_ceil_pad(19),
     "convtranspose-float16-2047": convtranspose_float16(2047),
