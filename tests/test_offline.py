@@ -46,7 +46,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     validated = regress("validate", "suites", env=no_npm, process=True)
     assert validated.returncode == 0, validated.stderr
     assert validated.stdout == (
-        "28 suite(s), 618 case(s): 18 unchecked (the notes say what), the rest ok\n"
+        "42 suite(s), 677 case(s): 31 unchecked (the notes say what), the rest ok\n"
     )
     notes = validated.stderr.splitlines()
     assert notes == [
@@ -68,8 +68,8 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
         "note: suites/bugs/ort-graph1-first-then-graph0.yaml:24:15: ort-web version '1.27.0' was "
         "not checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-jsep-cancelled-transposes.yaml:27:15: ort-web version '1.25.1' was "
-        "not checked (only a registry knows it): it is resolved when its cases run or are listed",
+        "note: suites/bugs/ort-jsep-cancelled-transposes.yaml:27:15: ort-web version '1.25.1' was"
+        " not checked (only a registry knows it): it is resolved when its cases run or are listed",
         "note: suites/bugs/ort-jsep-silero-state.yaml:26:7: model 'silero-vad-jsep-state': "
         "silero_vad/data/silero_vad_openvino_16k.onnx from silero-vad 6.2.3 was not checked (not "
         "fetched yet): a run fetches it and checks its file and sha256",
@@ -88,16 +88,54 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "note: suites/bugs/ort-silero-capture-1.31.1.yaml:39:15: ort-web version "
         "'1.31.0-dev.20260914-8d85527a0' was not checked (only a registry knows it): it is "
         "resolved when its cases run or are listed",
-        "note: suites/bugs/ort-silero-capture-1.31.1.yaml:39:48: ort-web version '1.31.1' was "
-        "not checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-webgpu-averagepool-19-cpu.yaml:24:15: ort-web version '1.27.0' "
-        "was not checked (only a registry knows it): it is resolved when its cases run or are "
+        "note: suites/bugs/ort-silero-capture-1.31.1.yaml:39:48: ort-web version '1.31.1' was not"
+        " checked (only a registry knows it): it is resolved when its cases run or are listed",
+        "note: suites/bugs/ort-webgpu-averagepool-19-cpu.yaml:24:15: ort-web version '1.27.0' was"
+        " not checked (only a registry knows it): it is resolved when its cases run or are listed",
+        "note: suites/bugs/upstream/ort-19009-jsep-where-one-condition.yaml:13:15: ort-web "
+        "version '1.17.0' was not checked (only a registry knows it): it is resolved when its "
+        "cases run or are listed",
+        "note: suites/bugs/upstream/ort-19201-jsep-tanh-large.yaml:14:15: ort-web version "
+        "'1.17.0' was not checked (only a registry knows it): it is resolved when its cases run "
+        "or are listed",
+        "note: suites/bugs/upstream/ort-21467-jsep-conv-tanh.yaml:13:15: ort-web version '1.18.0'"
+        " was not checked (only a registry knows it): it is resolved when its cases run or are "
         "listed",
+        "note: suites/bugs/upstream/ort-22231-jsep-softmax-middle-axis.yaml:13:15: ort-web "
+        "version '1.19.2' was not checked (only a registry knows it): it is resolved when its "
+        "cases run or are listed",
+        "note: suites/bugs/upstream/ort-22997-transpose-rank1.yaml:15:15: ort-web version "
+        "'1.24.3' was not checked (only a registry knows it): it is resolved when its cases run "
+        "or are listed",
+        "note: suites/bugs/upstream/ort-22997-transpose-rank1.yaml:18:15: ort-web version "
+        "'1.20.1' was not checked (only a registry knows it): it is resolved when its cases run "
+        "or are listed",
+        "note: suites/bugs/upstream/ort-27107-skip-layernorm-skip-broadcast.yaml:17:15: ort-web "
+        "version '1.24.3' was not checked (only a registry knows it): it is resolved when its "
+        "cases run or are listed",
+        "note: suites/bugs/upstream/ort-28424-skip-simplified-layernorm-bias.yaml:18:15: ort-web "
+        "version '1.25.1' was not checked (only a registry knows it): it is resolved when its "
+        "cases run or are listed",
+        "note: suites/bugs/upstream/ort-29835-averagepool-ceil-pad.yaml:24:15: ort-web version "
+        "'1.27.0' was not checked (only a registry knows it): it is resolved when its cases run "
+        "or are listed",
+        "note: suites/bugs/upstream/ort-29835-averagepool-ceil-pad.yaml:29:15: ort-web version "
+        "'1.20.1' was not checked (only a registry knows it): it is resolved when its cases run "
+        "or are listed",
+        "note: suites/bugs/upstream/ort-shader-cache-and-broadcast.yaml:16:15: ort-web version "
+        "'1.23.2' was not checked (only a registry knows it): it is resolved when its cases run "
+        "or are listed",
+        "note: suites/bugs/upstream/ort-shader-cache-instancenorm-epsilon.yaml:18:15: ort-web "
+        "version '1.23.2' was not checked (only a registry knows it): it is resolved when its "
+        "cases run or are listed",
+        "note: suites/bugs/upstream/ort-shader-cache-instancenorm-epsilon.yaml:23:15: ort-web "
+        "version '1.17.3' was not checked (only a registry knows it): it is resolved when its "
+        "cases run or are listed",
     ]
     listed = regress("list", "suites", "--backend", "wgpu", env=no_npm, process=True)
     assert listed.returncode == 0, listed.stderr
     ids = listed.stdout.splitlines()
-    assert len(ids) == 170 and all("/wgpu/" in i for i in ids)
+    assert len(ids) == 190 and all("/wgpu/" in i for i in ids)
     pinned_only = regress("list", "suites", "--filter", "version=1.30.0", env=no_npm, process=True)
     assert pinned_only.returncode == 3  # the filter needs every version: npm must say
     wgpu_filtered = regress("list", "suites", "--filter", "backend=wgpu", env=no_npm, process=True)
@@ -105,7 +143,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     native = regress(
         "list", "suites", "--backend", "ort-native", env=no_npm, process=True
     )  # pip's versions
-    assert native.returncode == 0 and len(native.stdout.splitlines()) == 160, native.stderr
+    assert native.returncode == 0 and len(native.stdout.splitlines()) == 180, native.stderr
 
 
 def test_an_ort_web_selection_without_npm_exits_3_saying_why(no_npm, tmp_path):
