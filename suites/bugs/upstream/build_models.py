@@ -63,33 +63,22 @@ def instancenorm_epsilon_twins() -> onnx.ModelProto:
     return _model(nodes, [_value("x", F32, shape)], outputs, weights)
 
 
+def _skip_norm(op: str, weights: list[str], shape: list[int], skip: list[int]) -> onnx.ModelProto:
+    """A contrib skip-norm op of x and skip, its `weights` ([hidden] each) in their slots."""
+    node = helper.make_node(op, ["x", "skip", *weights], ["y"], domain=MICROSOFT, epsilon=1e-5)
+    inputs = [_value("x", F32, shape), _value("skip", F32, skip)]
+    constants = [_weight(name, [shape[-1]]) for name in weights]
+    return _model([node], inputs, [_value("y", F32, shape)], constants)
+
+
 def skip_simplified_layernorm_bias() -> onnx.ModelProto:
     """SkipSimplifiedLayerNormalization with its fourth input, the bias."""
-    node = helper.make_node(
-        "SkipSimplifiedLayerNormalization",
-        ["x", "skip", "gamma", "bias"],
-        ["y"],
-        domain=MICROSOFT,
-        epsilon=1e-5,
-    )
-    shape = [1, 4, 16]
-    inputs = [_value("x", F32, shape), _value("skip", F32, shape)]
-    weights = [_weight("gamma", [16]), _weight("bias", [16])]
-    return _model([node], inputs, [_value("y", F32, shape)], weights)
+    return _skip_norm("SkipSimplifiedLayerNormalization", ["gamma", "bias"], [1, 4, 16], [1, 4, 16])
 
 
 def skip_layernorm_skip_broadcast() -> onnx.ModelProto:
     """SkipLayerNormalization of x[2, 4, 16] with a skip of [1, 4, 16], broadcast over the batch."""
-    node = helper.make_node(
-        "SkipLayerNormalization",
-        ["x", "skip", "gamma", "beta"],
-        ["y"],
-        domain=MICROSOFT,
-        epsilon=1e-5,
-    )
-    inputs = [_value("x", F32, [2, 4, 16]), _value("skip", F32, [1, 4, 16])]
-    weights = [_weight("gamma", [16]), _weight("beta", [16])]
-    return _model([node], inputs, [_value("y", F32, [2, 4, 16])], weights)
+    return _skip_norm("SkipLayerNormalization", ["gamma", "beta"], [2, 4, 16], [1, 4, 16])
 
 
 def transpose_rank1() -> onnx.ModelProto:
