@@ -34,6 +34,7 @@ from runner.backends.base import (
 )
 from runner.backends.ortweb import DESCRIPTOR, browser
 from runner.backends.ortweb.package import (
+    BUILDS,
     CAPTURE_NEEDS,
     DEFAULT_BUILD,
     OrtWebPackage,
@@ -353,7 +354,11 @@ class OrtWebBackend:
             package = self._package(version)
             module = f"{_dist_prefix(package)}/{package.module(bundle)}"
             self._pages[bundle] = BundlePage(
-                self._context, self._server, module, renews=self.options.fresh_sequences
+                self._context,
+                self._server,
+                module,
+                renews=self.options.fresh_sequences,
+                stuck_after_error=BUILDS[bundle].stuck_after_error,
             )
         adapter = self._pages[bundle].open()
         if not adapter:

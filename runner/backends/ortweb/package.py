@@ -40,11 +40,14 @@ class Build:
 
     wasm: str  # a glob in dist/
     about: str  # what it is, in words
+    # After a kernel throws, the instance refuses every later kernel ("is not allowed to be
+    # called recursively": JSEP, 1.17.0 .. 1.30.0): the next sequence needs a new instance
+    stuck_after_error: bool = False
 
 
 # The builds a suite's `bundle:` may name (the descriptor's `builds`).
 BUILDS = {
-    "jsep": Build("*.jsep.wasm", "the JavaScript EP (JSEP)"),
+    "jsep": Build("*.jsep.wasm", "the JavaScript EP (JSEP)", stuck_after_error=True),
     "webgpu": Build("*.asyncify.wasm", "the C++ WebGPU EP, asyncify"),
     "jspi": Build("*.jspi.wasm", "the C++ WebGPU EP, JSPI"),
 }

@@ -45,16 +45,24 @@ class BundlePage:
     """A harness page that has imported one bundle; runs case specs (see harness.js)."""
 
     def __init__(
-        self, context: BrowserContext, server: AssetServer, module: str, renews: bool = False
+        self,
+        context: BrowserContext,
+        server: AssetServer,
+        module: str,
+        renews: bool = False,
+        stuck_after_error: bool = False,
     ):
         """`module`: the server path of the bundle the page imports. `renews`: a fresh
         sequence or a scenario runs on a new instance of the bundle imported into the page
         (harness.js ``renew``; the device and what it compiled shared, devicepool.js) rather
-        than in a page loaded for it."""
+        than in a page loaded for it. `stuck_after_error`: the bundle refuses every kernel
+        after one threw (``Build.stuck_after_error``), so the sequence after a case that
+        errored gets a new instance too."""
         self._context = context
         self._server = server
         self._module = module
         self._renews = renews
+        self._stuck_after_error = stuck_after_error
         self._instances = 0  # of the bundle in the loaded page
         self._pooled = False  # whether the loaded page's device pool is enabled
         self._page: Page | None = None
@@ -65,9 +73,7 @@ class BundlePage:
         self.adapter: dict[str, Any] | None = None  # the WebGPU adapter the page saw at load
         self.lacks: list[str] = []  # what capture needs that the loaded module lacks (harness.js)
         self.sequence: Any = None  # the layout-change sequence whose sessions the page holds
-        # a case errored in the instance: JSEP then refuses every later kernel ("not allowed to
-        # be called recursively", 1.17.3 .. 1.30.0), so the next sequence gets a new instance
-        self._errored = False
+        self._errored = False  # a case errored in the instance (stuck_after_error)
         self._models: list[str] = []  # its own sessions' models' server paths while loaded
 
     @property
@@ -88,7 +94,7 @@ class BundlePage:
         revisit of its layout-change ``sequence`` runs it again; the first case of another
         sequence releases any kept session whose revisit did not come, and with `fresh` runs on
         an onnxruntime-web of its own (``_afresh``: nothing an earlier sequence left remains), as
-        it does after a case that errored.
+        it does after a case that errored in a bundle stuck after an error.
         """
         if (fresh or self._errored) and self._ran and sequence != self.sequence:
             self._afresh()
@@ -96,7 +102,7 @@ class BundlePage:
         spec = {**spec, "newSequence": sequence != self.sequence}
         self.sequence = sequence
         result = self._evaluate("harness.run", spec, timeout_s, pooled=self._renews)
-        self._errored = self._errored or result["status"] == "error"
+        self._errored = self._stuck_after_error and (self._errored or result["status"] == "error")
         return result
 
     def scenario(self, spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
