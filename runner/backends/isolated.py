@@ -106,15 +106,12 @@ class IsolatedBackend:
         self._conn.send((method, args))
         return self._receive(timeout_s)[1]
 
-    def _restart(self) -> None:
+    def renew(self) -> None:
+        """A new child: nothing the old one's device compiled or cached is left."""
         self._child.kill()
         self._child.join()
         self._conn.close()
         self._start()
-
-    def renew(self) -> None:
-        """A new child: nothing the old one's device compiled or cached is left."""
-        self._restart()
 
     def environment(self) -> dict[str, Any]:
         return {**self._call("environment"), "isolated": True}
@@ -123,12 +120,12 @@ class IsolatedBackend:
         try:
             return self._call("run", work, timeout_s=work.timeout_s(self.options) + GRACE_S)
         except TimeoutError as hung:
-            self._restart()
+            self.renew()
             return work.unrun("timeout", f"{hung}; it was restarted")
         except (EOFError, OSError):  # the child died mid-run, e.g. a native panic
             self._child.join()
             code = self._child.exitcode
-            self._restart()
+            self.renew()
             return work.unrun(
                 "error", f"the {self.name} process died (exit status {code}); it was restarted"
             )
