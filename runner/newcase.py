@@ -49,7 +49,10 @@ def _comment(text: str) -> str:
 
 # what a line about the divergent node says; its inputs, attributes and worst elements are
 # the repro bundle's ISSUE.md's
-NODE_SUMMARY = ("op_type", "name", "max_abs", "against", "output", "mismatched", "total", "copy")
+NODE_SUMMARY = (
+    "op_type", "name", "max_abs", "against", "output", "mismatched", "total", "copy", "alone",
+    "seen_in",
+)  # fmt: skip
 
 
 def node_text(node: dict[str, Any]) -> str:

@@ -79,7 +79,8 @@ def test_the_draw_puts_twins_of_one_op_in_one_graph():
             v.name: len(v.type.tensor_type.shape.dim)
             for v in [*model.graph.input, *model.graph.value_info]
         }
-        relus = [n for n in model.graph.node if n.op_type == "Relu"]
+        # a contrib op's outputs have no inferred shape: onnx does not know com.microsoft
+        relus = [n for n in model.graph.node if n.op_type == "Relu" and n.input[0] in ranks]
         return len({ranks[n.input[0]] for n in relus}) == 2
 
     twins = settings(max_examples=2000, database=None, suppress_health_check=list(HealthCheck))

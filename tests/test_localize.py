@@ -7,6 +7,7 @@ capture bug further on: pure logic, no device."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from runner.matrix import Case
 from runner.measure import Tolerance
 from runner.suite.spec import STATIC_SHAPE, BackendTarget, Layout, ModelSpec, Suite
 from runner.workload import Workload
+from tests.conftest import REPO, regress
 
 
 def relu_view_sigmoid() -> bytes:
@@ -115,3 +117,85 @@ def test_an_output_that_copies_its_input_is_named_a_copy_whatever_its_op():
     assert node is not None
     assert (node["op_type"], node["copy"]) == ("Transpose", True)
     assert node["attributes"] == {"perm": [1, 0]}
+
+
+def neg_beside_abs() -> bytes:
+    """Two nodes that share nothing: Neg(x) -> n, Abs(y) -> m, both graph outputs."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Neg", ["x"], ["n"], name="neg"),
+            helper.make_node("Abs", ["y"], ["m"], name="abs"),
+        ],
+        "g",
+        [helper.make_tensor_value_info(v, TensorProto.FLOAT, [4]) for v in ("x", "y")],
+        [helper.make_tensor_value_info(v, TensorProto.FLOAT, [4]) for v in ("n", "m")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+class WrongBeside:
+    """Right on every node alone but those in `wrong_alone` (1 too high); beside each other,
+    the Abs's values also land in the Neg's output, as JSEP's SkipSimplifiedLayerNormalization
+    writes into another node's buffer."""
+
+    def __init__(self, wrong_alone: set[str]):
+        self.wrong_alone, self.alone = wrong_alone, []
+
+    def run(self, work: CaseWork) -> BackendRun:
+        inputs, names = work.workload.inputs, work.workload.output_names
+        right = {"n": lambda: -inputs["x"], "m": lambda: np.abs(inputs["y"])}
+        outputs = {name: right[name]() for name in names}
+        if set(names) == {"n"} or set(names) == {"m"}:
+            self.alone.append(names[0])
+            return BackendRun(runs=({k: v + (k in self.wrong_alone) for k, v in outputs.items()},))
+        outputs["m"] = outputs["m"] + 1.0
+        outputs["n"] = outputs["m"]
+        return BackendRun(runs=(outputs,))
+
+
+@pytest.mark.parametrize(
+    ("wrong_alone", "named", "alone", "seen_in"),
+    [
+        ({"m"}, "abs", "fails", "Neg n"),  # the Abs wrote the wrong values: it is named
+        (set(), "neg", "passes", None),  # neither is wrong alone: the first wrong output stays
+        ({"n"}, "neg", "fails", None),
+    ],
+)
+def test_a_node_right_alone_hands_the_blame_to_the_one_wrong_alone(
+    wrong_alone, named, alone, seen_in
+):
+    x, y = np.arange(4, dtype=np.float32), -np.arange(4, dtype=np.float32)
+    workload = Workload("w", neg_beside_abs(), {"x": x, "y": y}, ("n", "m"), {})
+    spec, target = ModelSpec("m"), BackendTarget("ort-web", "jsep")
+    suite = Suite("s", Path("s.yaml"), (spec,), (STATIC_SHAPE,), (Layout("default"),), (target,))
+    case = Case(suite, spec, STATIC_SHAPE, Layout("default"), target, False, Tolerance())
+    backend = WrongBeside(wrong_alone)
+    node = first_divergent_node(backend, case, workload, frozenset({"reference-mismatch"}))
+    assert node is not None
+    assert (node["name"], node["against"], node["alone"]) == (named, "onnxruntime CPU", alone)
+    assert node.get("seen_in") == seen_in
+    assert backend.alone == (["n"] if named == "neg" and alone == "fails" else ["n", "m"])
+    if seen_in:  # the culprit's own divergence, from its run alone
+        assert node["output"] == "m" and node["max_abs"] == pytest.approx(1.0)
+
+
+@pytest.mark.browser
+def test_jseps_wrong_values_in_a_bystanders_output_are_blamed_on_the_node_wrong_alone(tmp_path):
+    """JSEP's SkipSimplifiedLayerNormalization misses its bias (#28424) and its wrong values
+    also land in an Add of another input beside it, whose output comes first: the Add is right
+    alone, the SkipSimplifiedLayerNormalization is not, so it is named (the zoo's rule declares
+    that cause, and `run` checks it)."""
+    suite = REPO / "suites/bugs/upstream/ort-28424-skip-simplified-layernorm-bias.yaml"
+    done = regress(
+        "run", suite, "--backend", "ort-web:jsep", "--filter", "model=*beside-add",
+        "--out", tmp_path, "-q",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    [result] = [json.loads(line) for line in next(tmp_path.rglob("results.jsonl")).open()]
+    node = result["divergent_node"]
+    assert result["verdict"] == "reference-mismatch"
+    assert (node["op_type"], node["alone"], node["seen_in"]) == (
+        "SkipSimplifiedLayerNormalization",
+        "fails",
+        "Add sum",
+    )

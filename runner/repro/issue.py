@@ -145,9 +145,10 @@ def issue_markdown(report: Report) -> str:
             "## First divergent node",
             "",
             f"{node_label(node.get('name', ''), node['op_type'], node.get('output', ''))}: in "
-            "the suite's localization, the first node in topological order whose output "
-            f"(`{node.get('output')}`) left "
-            f"{node.get('against', 'eager')}: {_divergence(node)}.",
+            "the suite's localization, "
+            + _located(node)
+            + f" (`{node.get('output')}`) left {node.get('against', 'eager')}: "
+            f"{_divergence(node)}.",
             *_culprit(node),
         ]
     lines += ["", "## The model", "", report.model]
@@ -243,6 +244,21 @@ def _divergence(node: Mapping[str, Any]) -> str:
     return (
         f"{node.get('mismatched')}/{node.get('total')} elements outside tolerance, max abs {error}"
     )
+
+
+def _located(node: Mapping[str, Any]) -> str:
+    """How localization chose the node (``runner.localize``)."""
+    if node.get("seen_in"):
+        return (
+            "the first node wrong when run alone on onnxruntime CPU's inputs; its wrong values "
+            f"showed first in {node['seen_in']}'s output. Alone, its output"
+        )
+    alone = {
+        "fails": " (wrong alone too, on onnxruntime CPU's inputs)",
+        "passes": " (right alone on onnxruntime CPU's inputs, as every other node is: wrong "
+        "only beside them)",
+    }.get(node.get("alone", ""), "")
+    return f"the first node in topological order whose output{alone}"
 
 
 def _culprit(node: Mapping[str, Any]) -> list[str]:

@@ -57,7 +57,7 @@ class BundlePage:
         (harness.js ``renew``; the device and what it compiled shared, devicepool.js) rather
         than in a page loaded for it. `stuck_after_error`: the bundle refuses every kernel
         after one threw (``Build.stuck_after_error``), so the sequence after a case that
-        errored gets a new instance too."""
+        errored, or was refused as its kernel ran, gets a new instance too."""
         self._context = context
         self._server = server
         self._module = module
@@ -102,7 +102,8 @@ class BundlePage:
         spec = {**spec, "newSequence": sequence != self.sequence}
         self.sequence = sequence
         result = self._evaluate("harness.run", spec, timeout_s, pooled=self._renews)
-        self._errored = self._stuck_after_error and (self._errored or result["status"] == "error")
+        threw = result["status"] in ("error", "unsupported-op")  # a kernel may refuse as it runs
+        self._errored = self._stuck_after_error and (self._errored or threw)
         return result
 
     def scenario(self, spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:

@@ -76,6 +76,17 @@ def skip_simplified_layernorm_bias() -> onnx.ModelProto:
     return _skip_norm("SkipSimplifiedLayerNormalization", ["gamma", "bias"], [1, 4, 16], [1, 4, 16])
 
 
+def skip_simplified_layernorm_bias_beside_add() -> onnx.ModelProto:
+    """The same beside an Add of another input, which JSEP's wrong values land in."""
+    model = skip_simplified_layernorm_bias()
+    graph = model.graph
+    graph.node.insert(0, helper.make_node("Add", ["a", "offset"], ["sum"]))
+    graph.input.insert(0, _value("a", F32, [4]))
+    graph.output.insert(0, _value("sum", F32, [4]))
+    graph.initializer.append(_weight("offset", [4]))
+    return model
+
+
 def skip_layernorm_skip_broadcast() -> onnx.ModelProto:
     """SkipLayerNormalization of x[2, 4, 16] with a skip of [1, 4, 16], broadcast over the batch."""
     return _skip_norm("SkipLayerNormalization", ["gamma", "beta"], [2, 4, 16], [1, 4, 16])
@@ -178,6 +189,7 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "and-swapped-broadcast": and_swapped_broadcast,
     "instancenorm-epsilon-twins": instancenorm_epsilon_twins,
     "skip-simplified-layernorm-bias": skip_simplified_layernorm_bias,
+    "skip-simplified-layernorm-bias-beside-add": skip_simplified_layernorm_bias_beside_add,
     "skip-layernorm-skip-broadcast": skip_layernorm_skip_broadcast,
     "transpose-rank1": transpose_rank1,
     "tanh": tanh,

@@ -10,7 +10,7 @@
 // sequence's other layouts (layout-change sequences).
 // A case's `faults` (faults.js) are armed only while its own capture session records.
 import {feeder, loadModule, releaseEntry} from './feeds.mjs';
-import {creationStatus, runScenarioSteps, sessionName} from './scenario.mjs';
+import {creationStatus, runScenarioSteps, runStatus, sessionName} from './scenario.mjs';
 
 const tracer = window.__webgpuTracer;
 const faults = window.__webgpuFaults;
@@ -128,12 +128,7 @@ const runFailure = (spec, index, graph, error, prefill = false) => {
   const message = String(error && error.message ? error.message : error).replace(/\s+/g, ' ');
   const where = (prefill ? ', the prefill' : '') + (spec.graphs > 1 ? ` (gpu_graph_id ${graph})` : '');
   const failure = new Error(`run ${index + 1}${where}: ${message}`);
-  // JSEP: "Registering a different external buffer under graph capture mode is not supported";
-  // the C++ EP's GroupQueryAttention: "Graph capture requires past/present KV cache to share the
-  // same buffer (static KV cache)" (a decoder's swapped caches)
-  const refused = spec.mode === 'capture'
-    && /graph capture mode is not supported|graph capture requires/i.test(message);
-  failure.status = refused ? 'capture-unsupported' : 'error';
+  failure.status = runStatus(spec.mode === 'capture', message);
   failure.captureThrew = spec.mode === 'capture';
   return failure;
 };

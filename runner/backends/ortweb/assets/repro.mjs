@@ -13,7 +13,7 @@
 // Serve the folder (python3 -m http.server) and open index.html; ?faults=off runs the same
 // steps without the injected fault(s) a --with-fault bundle carries.
 import {TYPED_ARRAYS, feeder, loadModule, releaseEntry} from './feeds.mjs';
-import {creationStatus, runScenarioSteps, sessionName} from './scenario.mjs';
+import {creationStatus, runScenarioSteps, runStatus, sessionName} from './scenario.mjs';
 
 const UNIFORM = 0x40; // GPUBufferUsage.UNIFORM
 const PREFILL_DRAW = -1; // a decoder's prefill's variant (runner/schedule.py)
@@ -178,12 +178,11 @@ const createSession = async (ort, workload, spec) => {
   return {session, name: spec.sessionName, graphs: new Map(), buffers: [], tensors: []};
 };
 
-/** What a failed run means: JSEP refuses a buffer it did not record with. */
+/** A failed run, numbered, and what it means (`runStatus`). */
 const runFailure = (step, index, graph, error, prefill) => {
   const message = String(error && error.message ? error.message : error);
   const where = (prefill ? ', the prefill' : '') + (step.graphs > 1 ? ` (gpu_graph_id ${graph})` : '');
-  const refused = step.mode === 'capture' && /graph capture mode is not supported/i.test(message);
-  return {status: refused ? 'capture-unsupported' : 'error', message: `run ${index + 1}${where}: ${message}`};
+  return {status: runStatus(step.mode === 'capture', message), message: `run ${index + 1}${where}: ${message}`};
 };
 
 /**

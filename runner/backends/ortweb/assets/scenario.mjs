@@ -2,16 +2,29 @@
 // scenario's repro bundle (repro.mjs) both run them here, so a bundle replays exactly what the
 // suite ran. Each page says how it makes sessions and feeds (`page`, below).
 
+// An op the build does not run. JSEP refuses some attributes only when the kernel runs
+// (AveragePool's ceil_mode: "using ceil() in shape computation is not yet supported", "is not
+// yet implemented"): a refusal, as a missing kernel is, not a crash.
+const LACKS_KERNEL =
+  /could not find an implementation|not (yet )?implemented|not yet supported|unsupported op|no op registered/i;
+
 /** What a failed session creation means: capture refused, an op missing, or an error. */
 export const creationStatus = (capture, message) => {
   if (capture && /capture/i.test(message)) {
     return 'capture-unsupported';
   }
-  if (/could not find an implementation|not implemented|unsupported op|no op registered/i
-      .test(message)) {
-    return 'unsupported-op';
+  return LACKS_KERNEL.test(message) ? 'unsupported-op' : 'error';
+};
+
+/** What a failed run means: capture refused (JSEP: "Registering a different external buffer
+ * under graph capture mode is not supported"; the C++ EP's GroupQueryAttention: "Graph capture
+ * requires past/present KV cache to share the same buffer", a decoder's swapped caches), an op
+ * missing, or an error. */
+export const runStatus = (capture, message) => {
+  if (capture && /graph capture mode is not supported|graph capture requires/i.test(message)) {
+    return 'capture-unsupported';
   }
-  return 'error';
+  return LACKS_KERNEL.test(message) ? 'unsupported-op' : 'error';
 };
 
 /** The name a scenario's session has in the page (and its faults). */
