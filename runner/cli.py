@@ -303,6 +303,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: both, float16 until the target is seen to lack it)",
     )
     explore.add_argument(
+        "--opsets",
+        action="append",
+        default=[],
+        metavar="OPSET[,OPSET...]",
+        help="with --models generated: the ONNX opsets drawn models import, 20 and 18 (default: "
+        "both; an op's kernel may differ by opset, and 18 has no Gelu)",
+    )
+    explore.add_argument(
         "--budget",
         type=parse_duration,
         default=600.0,
@@ -603,12 +611,13 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
     )
     ops = tuple(op for text in args.ops for op in text.split(",") if op)
     dtypes = tuple(dtype for text in args.dtypes for dtype in text.split(",") if dtype)
+    opsets = tuple(opset for text in args.opsets for opset in text.split(",") if opset)
     if args.models == "generated" and args.budget < MIN_MODEL_BUDGET_S:
         raise InvalidInput(
             f"--budget {args.budget:g}s: too short to run one generated model and shrink it; "
             f"expected at least {MIN_MODEL_BUDGET_S:g}s"
         )
-    space = explore_space(_selection(args), inject, args.models, ops, dtypes)
+    space = explore_space(_selection(args), inject, args.models, ops, dtypes, opsets)
     request = ExploreRequest(
         space, args.budget, args.out, options, args.seed, args.database, tuple(args.replay_from)
     )

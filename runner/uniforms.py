@@ -18,6 +18,7 @@ UNIFORM_FIELDS: dict[str, str] = {
     "seq": "sequence length",
     "rows": "rows a kernel reduces over or iterates",
     "cols": "length of the innermost axis",
+    "inner": "elements after a kernel's axis, where it is not the last (Softmax's)",
     "size": "element count of the tensor a kernel writes",
     "strides": "input strides (broadcast, transpose, slice)",
 }

@@ -38,7 +38,7 @@ EVERY_OP = tuple(OPS)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
-@given(generated_models(EVERY_OP, tuple(generated.DTYPES)))
+@given(generated_models(EVERY_OP, tuple(generated.DTYPES), generated.OPSETS))
 def test_drawn_models_are_valid_and_onnxruntime_runs_them(drawn):
     model = onnx.load_from_string(drawn.model)
     onnx.checker.check_model(model, full_check=True)
@@ -83,7 +83,9 @@ def test_the_draw_puts_twins_of_one_op_in_one_graph():
         relus = [n for n in model.graph.node if n.op_type == "Relu" and n.input[0] in ranks]
         return len({ranks[n.input[0]] for n in relus}) == 2
 
-    twins = settings(max_examples=2000, database=None, suppress_health_check=list(HealthCheck))
+    twins = settings(
+        max_examples=2000, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    )
     for reached in (attribute_twins, rank_twins, lambda drawn: bool(drawn.layouts)):
         drawn = find(generated_models(EVERY_OP), reached, settings=twins)
         assert drawn.nodes <= 2 * generated.MAX_NODES  # a Cast brings its scaling Mul
@@ -97,7 +99,9 @@ def test_the_draw_reaches_each_dimension():
     """Where real WebGPU bugs live: float16, a dim at a size boundary, attributes left to their
     defaults, contrib ops, operands that both broadcast, either one first."""
     models = generated_models(EVERY_OP, tuple(generated.DTYPES))
-    reach = settings(max_examples=3000, database=None, suppress_health_check=list(HealthCheck))
+    reach = settings(
+        max_examples=3000, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    )
 
     def inputs(drawn) -> list:
         return list(_model(drawn).graph.input)
@@ -127,6 +131,59 @@ def test_the_draw_reaches_each_dimension():
     contrib = find(models, lambda d: "SkipSimplifiedLayerNormalization" in d.ops, settings=reach)
     assert [o.domain for o in _model(contrib).opset_import] == ["", generated.MICROSOFT]
     find(models, both_broadcast, settings=reach)
+
+
+def test_the_draw_reaches_the_zoos_triggers():
+    """Upstream's bugs the narrow draw could not reach (docs/zoo.md's recall): an opset-18
+    AveragePool (#29835; opset 18 draws no Gelu), a rank-1 Transpose (#22997), a Softmax over
+    another axis than the last (#22231), a Where whose own condition broadcasts (#19009), a Tanh
+    past 88 (#19201)."""
+    models = generated_models(EVERY_OP, ("float32",), generated.OPSETS)
+    reach = settings(
+        max_examples=3000, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    )
+
+    def nodes(drawn, op: str) -> list[onnx.NodeProto]:
+        return [n for n in _model(drawn).graph.node if n.op_type == op]
+
+    def shapes(drawn) -> dict[str, list[int]]:
+        model = onnx.shape_inference.infer_shapes(_model(drawn))
+        values = [*model.graph.input, *model.graph.value_info, *model.graph.output]
+        return {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in values}
+
+    def scaled(drawn, op: str) -> bool:
+        model = _model(drawn)
+        large = {
+            t.name for t in model.graph.initializer if onnx.numpy_helper.to_array(t).max() > 88
+        }
+        made = {n.output[0] for n in model.graph.node if n.op_type == "Mul" and large & {*n.input}}
+        return any(n.input[0] in made for n in nodes(drawn, op))
+
+    old = find(models, lambda d: d.opset == 18 and "AveragePool" in d.ops, settings=reach)
+    assert [o.version for o in _model(old).opset_import] == [18]
+    assert not find(models, lambda d: d.opset == 18, settings=reach).ops.count("Gelu")
+    find(models, lambda d: any(len(shapes(d)[n.input[0]]) == 1 for n in nodes(d, "Transpose")),
+         settings=reach)  # fmt: skip
+    middle = find(
+        models,
+        lambda d: any(
+            _attributes(n).get("axis", -1) not in (-1, len(shapes(d)[n.input[0]]) - 1)
+            for n in nodes(d, "Softmax")
+        ),
+        settings=reach,
+    )
+    assert "Softmax" in middle.ops
+    find(
+        models,
+        lambda d: any(
+            n.input[0] in {i.name for i in _model(d).graph.input}
+            and shapes(d)[n.input[0]] == [1]
+            and shapes(d)[n.output[0]] != [1]
+            for n in nodes(d, "Where")
+        ),
+        settings=reach,
+    )
+    find(models, lambda d: scaled(d, "Tanh"), settings=reach)
 
 
 def test_bystanders_are_the_nodes_the_culprit_neither_reads_nor_feeds():
@@ -380,6 +437,11 @@ def test_an_op_the_target_lacks_is_learned_and_no_longer_drawn(tmp_path, monkeyp
             ["--dtypes", "float32,float64"],
             "60s",
             "--dtypes float64: no such float type to draw; expected some of float32, float16",
+        ),
+        (
+            ["--opsets", "20,17"],
+            "60s",
+            "--opsets 17: no such opset to draw; expected some of 20, 18",
         ),
     ],
 )

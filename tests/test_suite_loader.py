@@ -102,7 +102,7 @@ def test_semantic_errors_all_at_once(write_suite, suite_dir):
         f"{path}:11:5: symbolic dim sequence of model 'enc' is left unpinned; "
         "expected a value for every symbolic dim",
         f"{path}:13:11: unknown uniform field 'frobnicate'; expected one of "
-        "eps, heads, head_dim, scale, hidden, ffn, seq, rows, cols, size, strides",
+        "eps, heads, head_dim, scale, hidden, ffn, seq, rows, cols, inner, size, strides",
     ]
 
 

@@ -417,6 +417,12 @@ def test_softmax(backend, shape):
     assert_matches_onnxruntime(backend, *op_model("Softmax", {"x": floats(*shape, low=-9, high=9)}))
 
 
+@pytest.mark.parametrize("axis", [0, 1, -3])
+def test_softmax_over_another_axis_than_the_last(backend, axis):
+    x = floats(2, 84, 5, low=-9, high=9)
+    assert_matches_onnxruntime(backend, *op_model("Softmax", {"x": x}, axis=axis))
+
+
 def test_softmax_opset11_default_axis(backend):
     model, feeds = op_model("Softmax", {"x": floats(5, 67)}, opset=11)
     assert_matches_onnxruntime(backend, model, feeds)
@@ -649,6 +655,20 @@ def test_skip_simplified_layer_normalization(backend, bias, outputs):
     )
     result = assert_matches_onnxruntime(backend, model, feeds)
     assert set(result.outputs) == {n for n in outputs if n}
+
+
+@pytest.mark.parametrize("skip", [(1, 5, 67), (5, 67)], ids=str)
+def test_skip_simplified_layer_normalization_broadcasts_a_constant_skip(backend, skip):
+    inputs = {"x": floats(2, 5, 67), "skip": floats(*skip), "gamma": floats(67), "bias": floats(67)}
+    model, feeds = op_model(
+        "SkipSimplifiedLayerNormalization",
+        inputs,
+        constants=tuple(inputs)[1:],
+        domain="com.microsoft",
+        outputs=("y", "", "", "sum"),
+        epsilon=1e-6,
+    )
+    assert_matches_onnxruntime(backend, model, feeds)
 
 
 def _rotary_caches(length: int, half: int) -> tuple[np.ndarray, np.ndarray]:

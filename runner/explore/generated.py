@@ -38,6 +38,13 @@ from onnx import TensorProto, helper, numpy_helper
 from runner.measure import Tolerance
 
 OPSET = 20  # Gelu's; ReduceMean and ReduceMax take axes as an input, LayerNormalization exists
+# The opsets a drawn model may import, the first what shrinking goes to: 18 is the last before
+# AveragePool's and Pad's 19, and an op's kernel may differ by opset (the C++ EP registered
+# AveragePool up to 18 only until 1.29.0: 19 and later ran on the CPU); no Gelu before 20
+OPSETS = (OPSET, 18)
+# How far an element-wise op's operand may be scaled first (``_unary``): past 88, exp
+# overflows float32 (JSEP's Tanh gave NaN there, #19201)
+MAGNITUDES = (1.0, 100.0)
 IR_VERSION = 9  # what onnxruntime 1.16 and later read
 MICROSOFT = "com.microsoft"  # the contrib ops' domain (transformer exports' fused ops)
 MAX_NODES = 6
@@ -72,8 +79,9 @@ class Value:
 class _Graph:
     """A graph while it is drawn: its values, nodes and constants (mutable: one draw only)."""
 
-    def __init__(self, dtype: int = FLOAT) -> None:
+    def __init__(self, dtype: int = FLOAT, opset: int = OPSET) -> None:
         self.float = dtype  # every float tensor's element type
+        self.opset = opset
         self.inputs: list[Value] = []
         self.values: list[Value] = []
         self.nodes: list[onnx.NodeProto] = []
@@ -102,7 +110,13 @@ class _Graph:
             shape[axis] = draw(
                 st.sampled_from([b for b in BOUNDARIES if b * rest <= ELEMENTS]), label="width"
             )
-        value = Value(f"x{len(self.inputs)}", dtype, tuple(shape))
+        return self.input(dtype, tuple(shape))
+
+    def input(self, dtype: int, shape: tuple[int, ...]) -> Value:
+        """A new graph input; _NotHere when there is no room for one."""
+        if len(self.inputs) >= MAX_INPUTS:
+            raise _NotHere
+        value = Value(f"x{len(self.inputs)}", dtype, shape)
         self.inputs.append(value)
         self.values.append(value)
         return value
@@ -164,10 +178,14 @@ class _NotHere(Exception):
 
 
 def _unary(op: str, **drawn: tuple[Any, ...]) -> Callable:
-    """An element-wise op; `drawn` attributes take one of their values, the first the default."""
+    """An element-wise op, its operand maybe scaled to a large magnitude first; `drawn`
+    attributes take one of their values, the first the default."""
 
     def build(draw, g: _Graph) -> None:
         x = g.operand(draw)
+        magnitude = draw(st.sampled_from(MAGNITUDES), label="magnitude")
+        if magnitude != 1.0:
+            x = g.add("Mul", [x.name, g.scalar(magnitude)], g.float, x.shape)
         attributes = {name: draw(st.sampled_from(v), label=name) for name, v in drawn.items()}
         defaults = {name: values[0] for name, values in drawn.items()}
         g.add(op, [x.name], g.float, x.shape, **g.spelled(draw, attributes, defaults))
@@ -182,22 +200,27 @@ def _clip(draw, g: _Graph) -> None:
     g.add("Clip", inputs, g.float, x.shape)
 
 
+def _broadcasting(draw, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A shape that broadcasts with `shape`: its trailing dims or fewer, with ones where `shape`
+    has more, or more where `shape` has ones."""
+    keep = draw(st.integers(0, len(shape)), label="broadcast rank")
+    tail = shape[len(shape) - keep :]
+    both = 1 in tail and draw(st.booleans(), label="both broadcast")
+    return tuple(
+        draw(DIMS, label="dim")
+        if both and d == 1
+        else (1 if draw(st.booleans(), label="broadcast") else d)
+        for d in tail
+    )
+
+
 def _binary(op: str, dtype: int | None = None) -> Callable:
-    """An op of two operands that broadcast, either side: the other one has `a`'s trailing dims
-    or fewer, with ones where `a` has more, or more where `a` has ones; either goes first."""
+    """An op of two operands that broadcast (``_broadcasting``), either going first."""
 
     def build(draw, g: _Graph) -> None:
         kind = g.float if dtype is None else dtype
         a = g.operand(draw, kind)
-        keep = draw(st.integers(0, len(a.shape)), label="broadcast rank")
-        tail = a.shape[len(a.shape) - keep :]
-        both = 1 in tail and draw(st.booleans(), label="both broadcast")
-        shape = tuple(
-            draw(DIMS, label="dim")
-            if both and d == 1
-            else (1 if draw(st.booleans(), label="broadcast") else d)
-            for d in tail
-        )
+        shape = _broadcasting(draw, a.shape)
         same = [v for v in g.values if v.dtype == kind and v.shape == shape]
         if same and draw(st.booleans(), label="existing"):
             b = draw(st.sampled_from(same), label="operand").name
@@ -210,6 +233,8 @@ def _binary(op: str, dtype: int | None = None) -> Callable:
 
 
 def _gelu(draw, g: _Graph) -> None:
+    if g.opset < 20:
+        raise _NotHere
     x = g.operand(draw)
     approximate = draw(st.sampled_from(("none", "tanh")), label="approximate")
     attributes = g.spelled(draw, {"approximate": approximate}, {"approximate": "none"})
@@ -230,13 +255,15 @@ def _cast(draw, g: _Graph) -> None:
 
 def _softmax(draw, g: _Graph) -> None:
     x = g.operand(draw)
-    axis = draw(st.sampled_from((-1, len(x.shape) - 1)), label="axis")  # one axis, two spellings
-    g.reduction = max(g.reduction, x.shape[-1])
+    rank = len(x.shape)
+    # the last axis, spelled two ways, or another (JSEP took the last only, #22231)
+    axis = draw(st.sampled_from((-1, rank - 1, *range(rank - 1))), label="axis")
+    g.reduction = max(g.reduction, x.shape[axis])
     g.add("Softmax", [x.name], g.float, x.shape, **g.spelled(draw, {"axis": axis}, {"axis": -1}))
 
 
 def _transpose(draw, g: _Graph) -> None:
-    x = g.operand(draw, min_rank=2)
+    x = g.operand(draw)  # rank 1 too: JSEP got it wrong, #22997
     perm = draw(st.permutations(range(len(x.shape))), label="perm")
     g.add("Transpose", [x.name], g.float, [x.shape[p] for p in perm], perm=list(perm))
 
@@ -382,10 +409,16 @@ def _expand(draw, g: _Graph) -> None:
 
 
 def _where(draw, g: _Graph) -> None:
+    """A Where choosing between an operand and a constant: by whether the operand is positive,
+    or by a condition of its own that broadcasts (a [1] one broke JSEP, #19009)."""
     x = g.operand(draw)
-    positive = g.add("Greater", [x.name, g.scalar(0.0)], BOOL, x.shape)
+    if draw(st.booleans(), label="own condition"):
+        condition = g.input(BOOL, _broadcasting(draw, x.shape))
+    else:
+        condition = g.add("Greater", [x.name, g.scalar(0.0)], BOOL, x.shape)
     other = g.weights(draw, x.shape)
-    g.add("Where", [positive.name, x.name, other], g.float, x.shape)
+    shape = np.broadcast_shapes(condition.shape, x.shape)
+    g.add("Where", [condition.name, x.name, other], g.float, shape)
 
 
 def _reshape(draw, g: _Graph) -> None:
@@ -546,6 +579,7 @@ class GeneratedModel:
     tolerance: Tolerance
     dtype: str = "float32"  # its float tensors' type, a key of DTYPES
     omitted: int = 0  # attributes left to their defaults
+    opset: int = OPSET
 
     @property
     def digest(self) -> str:
@@ -586,6 +620,7 @@ class Coverage:
         low = max((b + 1 for b in SIZE_BUCKETS if b < widest), default=1)
         high = next(b for b in SIZE_BUCKETS if widest <= b)
         self.dimensions[f"dtype {generated.dtype}"] += 1
+        self.dimensions[f"opset {generated.opset}"] += 1
         self.dimensions[f"widest dim {low}-{high}"] += 1
         if generated.omitted:
             self.dimensions["attributes left to defaults"] += 1
@@ -616,13 +651,17 @@ def tolerance(reduction: int, dtype: str = "float32") -> Tolerance:
 
 @st.composite
 def generated_models(
-    draw, vocabulary: tuple[str, ...], dtypes: tuple[str, ...] = ("float32",)
+    draw,
+    vocabulary: tuple[str, ...],
+    dtypes: tuple[str, ...] = ("float32",),
+    opsets: tuple[int, ...] = (OPSET,),
 ) -> GeneratedModel:
     """A valid model of 1 to ``MAX_NODES`` ops of `vocabulary` (some of them twins), its float
-    tensors of one of `dtypes`, with a second layout when it has a LayerNormalization and the
-    draw says so."""
+    tensors of one of `dtypes`, importing one of `opsets`, with a second layout when it has a
+    LayerNormalization and the draw says so."""
     dtype = draw(st.sampled_from(dtypes), label="dtype")
-    g = _Graph(DTYPES[dtype])
+    opset = draw(st.sampled_from(opsets), label="opset")
+    g = _Graph(DTYPES[dtype], opset)
     drawn: list[str] = []
     # one "more?" before each op but the first, as Hypothesis draws lists: a node's choices are
     # one block, which shrinking deletes whole
@@ -646,7 +685,7 @@ def generated_models(
         [helper.make_tensor_value_info(v.name, v.dtype, v.shape) for v in outputs],
         initializer=[c for c in g.constants if c.name in g.consumed],  # a refused node's go
     )
-    imports = [helper.make_opsetid("", OPSET)]
+    imports = [helper.make_opsetid("", opset)]
     if any(n.domain == MICROSOFT for n in g.nodes):
         imports.append(helper.make_opsetid(MICROSOFT, 1))
     model = helper.make_model(graph, opset_imports=imports)
@@ -660,7 +699,13 @@ def generated_models(
         layouts = ({"label": "default"}, {"label": f"eps-{epsilon:g}", "values": {"eps": epsilon}})
     ops = tuple(n.op_type for n in g.nodes)
     return GeneratedModel(
-        model.SerializeToString(), ops, layouts, tolerance(g.reduction, dtype), dtype, g.omitted
+        model.SerializeToString(),
+        ops,
+        layouts,
+        tolerance(g.reduction, dtype),
+        dtype,
+        g.omitted,
+        opset,
     )
 
 

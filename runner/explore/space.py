@@ -27,6 +27,8 @@ from runner.errors import InvalidInput
 from runner.explore.generated import (
     DTYPES,
     OPS,
+    OPSET,
+    OPSETS,
     GeneratedModel,
     generated_models,
     write_suite,
@@ -132,13 +134,14 @@ class GeneratedModels:
     target: BackendTarget
     folder: Path  # where drawn models and their suites are written while explore runs
     dtypes: tuple[str, ...] = ("float32",)  # of DTYPES, the float types drawn
+    opsets: tuple[int, ...] = (OPSET,)  # of OPSETS, the opsets drawn models import
     draws = "cases"
 
     def strategy(self) -> st.SearchStrategy[ExploredModel]:
-        return generated_models(self.vocabulary, self.dtypes).map(self.explored)
+        return generated_models(self.vocabulary, self.dtypes, self.opsets).map(self.explored)
 
     def key(self) -> str:
-        return repr(("generated", self.vocabulary, self.dtypes))
+        return repr(("generated", self.vocabulary, self.dtypes, self.opsets))
 
     def explored(self, generated: GeneratedModel) -> ExploredModel:
         """`generated` written as a suite of its own into the folder, loaded on the target."""
@@ -185,6 +188,18 @@ def float_types(dtypes: tuple[str, ...], lacking: Mapping[str, str]) -> tuple[st
     return wanted
 
 
+def model_opsets(opsets: tuple[str, ...]) -> tuple[int, ...]:
+    """The opsets drawn models import: `opsets` (all of ``OPSETS`` when empty), in the order
+    ``OPSETS`` has them; InvalidInput for one it does not draw."""
+    unknown = sorted(set(opsets) - {str(o) for o in OPSETS})
+    if unknown:
+        raise InvalidInput(
+            f"--opsets {', '.join(unknown)}: no such opset to draw; expected some of "
+            f"{', '.join(map(str, OPSETS))}"
+        )
+    return tuple(o for o in OPSETS if str(o) in (opsets or map(str, OPSETS)))
+
+
 @dataclass(frozen=True)
 class Space:
     """Where models come from, the target and the scenario steps its backend runs."""
@@ -200,11 +215,12 @@ def explore_space(
     models: str = "suites",
     ops: tuple[str, ...] = (),
     dtypes: tuple[str, ...] = (),
+    opsets: tuple[str, ...] = (),
 ) -> Space:
     """The selection's one backend target, resolved, and where models come from: the
     selection's encoders and model files (`models` "suites", ``SuiteModels``) or models drawn
-    from `ops` in `dtypes` ("generated", ``GeneratedModels``); InvalidInput for anything
-    else."""
+    from `ops` in `dtypes` at `opsets` ("generated", ``GeneratedModels``); InvalidInput for
+    anything else."""
     for pattern in selection.filters:
         key, sep, _ = pattern.partition("=")
         if not sep or key not in FILTER_KEYS:
@@ -235,11 +251,12 @@ def explore_space(
         lacking = learned_lacking(target)
         drawn, types = vocabulary(ops, lacking), float_types(dtypes, lacking)
         folder = cache_root() / "explore-models"
-        source: ModelSource = GeneratedModels(drawn, target, folder, types)
+        source: ModelSource = GeneratedModels(drawn, target, folder, types, model_opsets(opsets))
         return Space(source, target, descriptor.scenario_actions)
-    if ops or dtypes:
-        option = "--ops" if ops else "--dtypes"
-        raise InvalidInput(f"{option} draws generated models: it needs --models generated")
+    given = {"--ops": ops, "--dtypes": dtypes, "--opsets": opsets}
+    drawing = [option for option, values in given.items() if values]
+    if drawing:
+        raise InvalidInput(f"{drawing[0]} draws generated models: it needs --models generated")
     if not descriptor.scenario_actions:
         explorable = [d.name for d in REGISTRY.values() if d.scenario_actions]
         raise InvalidInput(

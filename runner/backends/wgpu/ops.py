@@ -475,11 +475,15 @@ def _rows(shape: Sequence[int], axis: int) -> tuple[int, int]:
 def _softmax(node: Node, ins: list) -> OpPlan:
     x = ins[0]
     _require_float(node, x)
-    axis = _axis(int(node.attr("axis", -1 if node.opset >= 13 else 1)), len(x.shape))
-    if axis != len(x.shape) - 1:
-        raise node.unsupported("only the last axis is implemented")
-    rows, cols = _rows(x.shape, axis)
-    values = {"rows": rows, "cols": cols}
+    if node.opset < 13:  # the axes from `axis` on, flattened: one row
+        rows, cols = _rows(x.shape, _axis(int(node.attr("axis", 1)), len(x.shape)))
+        inner = 1
+    else:
+        axis = _axis(int(node.attr("axis", -1)), len(x.shape))
+        cols = x.shape[axis]
+        inner = int(np.prod(x.shape[axis + 1 :], dtype=np.int64))
+        rows = int(np.prod(x.shape, dtype=np.int64)) // max(cols, 1)
+    values = {"rows": rows, "cols": cols, "inner": inner}
     kernel = softmax_kernel(x.device_type)
     return OpPlan((Tensor(x.shape, x.dtype),), (Launch(kernel, (0,), values, rows),))
 
@@ -503,7 +507,8 @@ def _layer_norm(node: Node, ins: list) -> OpPlan:
 
 
 def _per_column(node: Node, t: Tensor, normalized: Sequence[int], position: int) -> Operand:
-    """Scale or bias as one value per normalized element (constants broadcast on the host)."""
+    """Scale or bias as one value per normalized element, or a skip as one per element
+    (constants broadcast on the host)."""
     if tuple(t.shape) == tuple(normalized):
         return position
     if t.value is None:
@@ -561,16 +566,17 @@ def _skip_simplified_layer_norm(node: Node, ins: list) -> OpPlan:
     x, skip = ins[0], ins[1]
     bias = ins[3] if len(ins) > 3 else None
     _require_float(node, *(t for t in ins if t is not None))
-    if tuple(skip.shape) != tuple(x.shape):
-        raise node.unsupported(f"a skip of shape {skip.shape} for an input of {x.shape}")
+    if tuple(skip.shape) != tuple(x.shape) and skip.value is None:
+        raise node.unsupported(f"a computed skip of shape {skip.shape} for an input of {x.shape}")
     outputs = (*node.outputs, "", "", "")[:4]
     if outputs[1] or outputs[2]:
         raise node.unsupported("the mean and inv_std_var outputs are not implemented")
     rows, cols = _rows(x.shape, len(x.shape) - 1)
+    skipped = _per_column(node, skip, x.shape, 1)  # a constant one broadcast on the host
     per_column = [_per_column(node, ins[p], x.shape[-1:], p) for p in (2, 3)[: 1 + bool(bias)]]
     values = {"rows": rows, "cols": cols, "eps": float(node.attr("epsilon", 1e-5))}
-    kernel = rms_norm_kernel(True, _types(ins, (0, 1, *per_column)), x.device_type)
-    launches = [Launch(kernel, (0, 1, *per_column), values, rows)]
+    kernel = rms_norm_kernel(True, _types(ins, (0, skipped, *per_column)), x.device_type)
+    launches = [Launch(kernel, (0, skipped, *per_column), values, rows)]
     out = Tensor(x.shape, x.dtype)
     if outputs[3]:
         addends = [0, 1, *([3] if bias is not None else [])]

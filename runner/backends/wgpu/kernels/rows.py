@@ -1,4 +1,5 @@
-"""Row kernels: one invocation per row of ``cols`` contiguous elements (``rows`` of them).
+"""Row kernels: one invocation per row of ``cols`` contiguous elements (``rows`` of them; a
+softmax's row may be ``inner`` apart).
 
 Softmax, LayerNormalization, the RMS norms (SimplifiedLayerNormalization and its Skip form)
 and the reductions over trailing axes all reduce along contiguous rows; a row per invocation
@@ -12,16 +13,19 @@ from runner.backends.wgpu.uniforms import Field
 
 _ROWS = (Field("rows", "u32"), Field("cols", "u32"))
 
-_SOFTMAX = """  let base = index * params.cols;
+# A row here is `cols` elements `inner` apart: the softmax axis need not be the last
+_SOFTMAX = """  let base = index / params.inner * params.cols * params.inner + index % params.inner;
   var peak = in0[base];
-  for (var j = 1u; j < params.cols; j++) { peak = max(peak, in0[base + j]); }
+  for (var j = 1u; j < params.cols; j++) { peak = max(peak, in0[base + j * params.inner]); }
   var total = 0.0;
   for (var j = 0u; j < params.cols; j++) {
-    let e = exp(in0[base + j] - peak);
-    out[base + j] = e;
+    let e = exp(in0[base + j * params.inner] - peak);
+    out[base + j * params.inner] = e;
     total += e;
   }
-  for (var j = 0u; j < params.cols; j++) { out[base + j] = out[base + j] / total; }
+  for (var j = 0u; j < params.cols; j++) {
+    out[base + j * params.inner] = out[base + j * params.inner] / total;
+  }
 """
 
 _MEAN = """  let base = index * params.cols;
@@ -65,7 +69,8 @@ _REDUCTIONS = {
 
 
 def softmax_kernel(element: str) -> Kernel:
-    return Kernel(f"Softmax[{element}]", (element,), element, _ROWS, "rows", _SOFTMAX)
+    fields = (*_ROWS, Field("inner", "u32"))
+    return Kernel(f"Softmax[{element}]", (element,), element, fields, "rows", _SOFTMAX)
 
 
 def reduce_kernel(op: str, element: str) -> Kernel:
