@@ -43,8 +43,9 @@ OPSET = 20  # Gelu's; ReduceMean and ReduceMax take axes as an input, LayerNorma
 # AveragePool up to 18 only until 1.29.0: 19 and later ran on the CPU); no Gelu before 20
 OPSETS = (OPSET, 18)
 # How far an element-wise op's operand may be scaled first (``_unary``): past 88, exp
-# overflows float32 (JSEP's Tanh gave NaN there, #19201)
-MAGNITUDES = (1.0, 100.0)
+# overflows float32 (JSEP's Tanh gave NaN there, #19201); past 256, a square overflows float16
+# (an unfused float16 LayerNorm's, #31626)
+MAGNITUDES = (1.0, 300.0)
 IR_VERSION = 9  # what onnxruntime 1.16 and later read
 MICROSOFT = "com.microsoft"  # the contrib ops' domain (transformer exports' fused ops)
 MAX_NODES = 6
