@@ -21,11 +21,13 @@ MECHANISMS: dict[str, str] = {
     "view or a copy, whichever op makes it) replays an earlier run's",
     "stale-layout": "under capture, a node uses an earlier layout's constants",
     "wrong-replay": "under capture, a node's output differs from its eager output",
+    "capture-not-engaged": "a capture session's replays rebuild their bind groups: the build "
+    "captures nothing, whatever the model",
     "refusal": "the backend will not run a node on its GPU, or will not capture the graph",
     "crash": "the backend fails or runs out of time",
 }
 # mechanisms whose culprit is no part of the cause: the same whichever op carries them
-OP_FREE = frozenset({"stale-copy-output"})
+OP_FREE = frozenset({"stale-copy-output", "capture-not-engaged"})
 # those localization names (``runner.localize``), which ``run`` checks a declared cause against
 LOCALIZED_MECHANISMS = frozenset(
     {"wrong-result", "stale-copy-output", "stale-layout", "wrong-replay"}
@@ -55,7 +57,7 @@ def parse_cause(text: str) -> Cause:
         raise ValueError(
             f"expected 'MECHANISM of OP' with MECHANISM one of "
             f"{', '.join(sorted(LOCALIZED_MECHANISMS - OP_FREE))}, or "
-            f"{' or '.join(sorted(OP_FREE))} alone, not {text!r}"
+            f"{' or '.join(sorted(OP_FREE & LOCALIZED_MECHANISMS))} alone, not {text!r}"
         )
     return Cause(mechanism, culprit)
 
@@ -70,6 +72,8 @@ def cause_of(
         return Cause("refusal")
     if verdict in CRASHES:
         return Cause("crash")
+    if verdict == "capture-not-engaged":  # of the build, not of a node
+        return Cause("capture-not-engaged")
     if verdict in ("pass", "skipped"):
         return None
     if divergent and divergent.get("op_type"):
