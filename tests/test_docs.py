@@ -1,12 +1,19 @@
-"""The README is a quick start whose first screen holds the two commands; the reference lives in
-docs/, one page per topic; every relative link between them resolves, file and #anchor."""
+"""The README is a quick start whose first screen holds the two commands and whose first case runs
+as written; the reference lives in docs/, one page per topic; every relative link between them
+resolves, file and #anchor."""
 
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
-from .conftest import REPO
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from .conftest import REPO, regress
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -53,7 +60,7 @@ def test_the_readme_starts_with_the_two_commands_and_links_every_page():
     readme = (REPO / "README.md").read_text()
     first_screen = "\n".join(readme.splitlines()[:15])
     assert "nox -s regress" in first_screen and "nox -s tests" in first_screen
-    assert len(readme.splitlines()) < 80
+    assert len(readme.splitlines()) < 110
     linked = {Path(target.partition("#")[0]).name for target in _links(REPO / "README.md")}
     assert linked >= {page.name for page in PAGES[1:]}
 
@@ -76,3 +83,42 @@ def test_every_section_of_the_reference_is_kept():
 def test_ci_runs_the_readme_test_command():
     command = re.search(r"^(nox -s tests)\b", (REPO / "README.md").read_text(), re.M).group(1)
     assert command in (REPO / ".ci" / "run").read_text().splitlines()
+
+
+def _my_model(path: Path) -> None:
+    """A model of one's own: x[batch, 16] through a MatMul and a LayerNormalization."""
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(np.float32), name)
+        for name, shape in (("w", (16, 16)), ("scale", (16,)), ("bias", (16,)))
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("LayerNormalization", ["h", "scale", "bias"], ["y"], epsilon=1e-5),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mine",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])],
+        weights,
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+@pytest.mark.browser
+def test_the_readmes_first_case_runs_as_written_and_prints_what_it_shows(tmp_path):
+    section = (REPO / "README.md").read_text().partition("## A first case")[2].partition("\n## ")[0]
+    suite, command, printed = re.findall(r"^```\w+\n(.*?)^```", section, re.S | re.M)
+    (tmp_path / "my-suite.yaml").write_text(suite)
+    _my_model(tmp_path / "my-model.onnx")
+    program, module, *args = shlex.split(command)
+    assert (program, module) == ("python", "-m") and args[0] == "runner"
+    done = regress(*args[1:], cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    def lines(text: str) -> list[str]:
+        return [re.sub(r"\d+\.\d+ s$", "N s", line) for line in text.splitlines() if " s" in line]
+
+    shown = lines(printed)
+    assert [line for line in lines(done.stdout) if line.startswith("pass ")] == shown

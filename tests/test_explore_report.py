@@ -230,6 +230,21 @@ def test_a_backend_failure_a_bugs_reason_quotes_is_pinned_and_another_message_is
     assert sum(row["new"] for row in merged["bugs"]) == 5
 
 
+def test_a_bugs_suite_in_a_subfolder_pins_as_one_beside_them_does(tmp_path):
+    """The zoo lives in suites/bugs/upstream/: a rule there quoting a backend's message pins
+    the finding with that message, as one in suites/bugs/ itself does."""
+    upstream = tmp_path / "bugs" / "upstream"
+    upstream.mkdir(parents=True)
+    shutil.copy(REPO / "suites" / "bugs" / "ort-held-output.yaml", upstream)
+    (upstream / "models").symlink_to(REPO / "suites" / "bugs" / "models")
+    merged = _report(tmp_path, [REPO / "tests" / "data" / "explore-ort-web"], tmp_path / "bugs")
+    message = "Cannot set properties of undefined (setting 'Symbol(gpuBufferMetadata)')"
+    [row] = [row for row in merged["bugs"] if row["text"] == message]
+    assert row["pinned_by"] == [
+        f"{upstream / 'ort-held-output.yaml'}: prealloc-replay-while-output-held (its message)"
+    ]
+
+
 def test_a_25_minute_explore_of_a_cpp_build_reads_as_its_root_causes_all_pinned(tmp_path):
     """tests/data/explore-webgpu-1.29.0 (its README says how it was made): two rows, each a root
     cause suites/bugs/ declares on that target and version, so none is new; no

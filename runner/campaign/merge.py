@@ -268,7 +268,7 @@ def _pins(folder: Path) -> dict[PinKey, list[str]]:
     if not folder.is_dir():
         raise InvalidInput(f"{folder}: not a folder; expected the bugs suites (suites/bugs)")
     pins: dict[PinKey, list[str]] = {}
-    for path in sorted(folder.glob("*.yaml")):
+    for path in sorted(folder.rglob("*.yaml")):  # its subfolders too (the zoo)
         suite = load_suite(path, REGISTRY)
         for scenario in suite.scenarios:
             digest = suite_model(suite, scenario.model, scenario.shape).digest
