@@ -133,6 +133,20 @@ def test_the_draw_reaches_each_dimension():
     find(models, both_broadcast, settings=reach)
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(generated_models(EVERY_OP, tuple(generated.DTYPES)))
+def test_only_a_graph_input_is_scaled_to_a_large_magnitude(drawn):
+    """A computed value scaled by 300 would scale up what a GPU's Erf may be off by."""
+    model = _model(drawn)
+    large = {
+        t.name for t in model.graph.initializer if np.abs(onnx.numpy_helper.to_array(t)).max() > 88
+    }
+    inputs = {i.name for i in model.graph.input}
+    for node in model.graph.node:
+        if node.op_type == "Mul" and large & {*node.input}:
+            assert node.input[0] in inputs
+
+
 def test_the_draw_reaches_the_zoos_triggers():
     """Upstream's bugs the narrow draw could not reach (docs/zoo.md's recall): an opset-18
     AveragePool (#29835; opset 18 draws no Gelu), a rank-1 Transpose (#22997), a Softmax over

@@ -42,9 +42,11 @@ OPSET = 20  # Gelu's; ReduceMean and ReduceMax take axes as an input, LayerNorma
 # AveragePool's and Pad's 19, and an op's kernel may differ by opset (the C++ EP registered
 # AveragePool up to 18 only until 1.29.0: 19 and later ran on the CPU); no Gelu before 20
 OPSETS = (OPSET, 18)
-# How far an element-wise op's operand may be scaled first (``_unary``): past 88, exp
+# How far an element-wise op's graph input may be scaled first (``_unary``): past 88, exp
 # overflows float32 (JSEP's Tanh gave NaN there, #19201); past 256, a square overflows float16
-# (an unfused float16 LayerNorm's, #31626)
+# (an unfused float16 LayerNorm's, #31626). Never a computed value: it would scale up what a
+# GPU's Erf or Tanh may be off by (an Erf near 0 times 300: 0.5 off in float16 on
+# onnxruntime-webgpu 1.27.0, a false positive)
 MAGNITUDES = (1.0, 300.0)
 IR_VERSION = 9  # what onnxruntime 1.16 and later read
 MICROSOFT = "com.microsoft"  # the contrib ops' domain (transformer exports' fused ops)
@@ -179,13 +181,13 @@ class _NotHere(Exception):
 
 
 def _unary(op: str, **drawn: tuple[Any, ...]) -> Callable:
-    """An element-wise op, its operand maybe scaled to a large magnitude first; `drawn`
-    attributes take one of their values, the first the default."""
+    """An element-wise op, its operand (a graph input) maybe scaled to a large magnitude first;
+    `drawn` attributes take one of their values, the first the default."""
 
     def build(draw, g: _Graph) -> None:
         x = g.operand(draw)
         magnitude = draw(st.sampled_from(MAGNITUDES), label="magnitude")
-        if magnitude != 1.0:
+        if magnitude != 1.0 and x in g.inputs:
             x = g.add("Mul", [x.name, g.scalar(magnitude)], g.float, x.shape)
         attributes = {name: draw(st.sampled_from(v), label=name) for name, v in drawn.items()}
         defaults = {name: values[0] for name, values in drawn.items()}
