@@ -33,6 +33,8 @@ LOCALIZED_MECHANISMS = frozenset(
     {"wrong-result", "stale-copy-output", "stale-layout", "wrong-replay"}
 )
 REFUSALS = frozenset({"capture-unsupported", "unsupported-op"})
+# verdicts whose cause is the build's, whatever the model: a case expecting one states it
+BUILD_VERDICTS = frozenset({"capture-not-engaged"})
 CRASHES = frozenset({"error", "timeout"})
 
 
@@ -72,8 +74,8 @@ def cause_of(
         return Cause("refusal")
     if verdict in CRASHES:
         return Cause("crash")
-    if verdict == "capture-not-engaged":  # of the build, not of a node
-        return Cause("capture-not-engaged")
+    if verdict in BUILD_VERDICTS:  # of the build, not of a node
+        return Cause(verdict)
     if verdict in ("pass", "skipped"):
         return None
     if divergent and divergent.get("op_type"):

@@ -245,6 +245,24 @@ def test_a_bugs_suite_in_a_subfolder_pins_as_one_beside_them_does(tmp_path):
     ]
 
 
+def test_an_untold_explore_of_jsep_1_17_0_rediscovers_zoo_bugs_pinned_by_the_zoo(tmp_path):
+    """tests/data/explore-jsep-1.17.0 (its README says how it was made): the zoo's Tanh and
+    Where threads pinned by the cause their rules declare, its Softmax refusal by the message
+    its rule quotes, and JSEP 1.17.0 capturing nothing by the suite expecting it on 1.17.0,
+    whatever the model."""
+    merged = _report(tmp_path, [REPO / "tests" / "data" / "explore-jsep-1.17.0"])
+    pins = {row["cause"] or row["verdict"]: row["pinned_by"] for row in merged["bugs"]}
+    zoo = REPO / "suites" / "bugs" / "upstream"
+    for cause, suite in (
+        ("wrong-result of Tanh", zoo / "ort-19201-jsep-tanh-large.yaml"),
+        ("wrong-result of Where", zoo / "ort-19009-jsep-where-one-condition.yaml"),
+        ("crash", zoo / "ort-22231-jsep-softmax-middle-axis.yaml"),
+        ("capture-not-engaged", REPO / "suites/bugs/ort-jsep-1.17.0-capture-not-engaged.yaml"),
+    ):
+        assert any(p.startswith(f"{suite}: ") for p in pins.pop(cause)), cause
+    assert not pins and not any(row["new"] for row in merged["bugs"])
+
+
 def test_a_25_minute_explore_of_a_cpp_build_reads_as_its_root_causes_all_pinned(tmp_path):
     """tests/data/explore-webgpu-1.29.0 (its README says how it was made): two rows, each a root
     cause suites/bugs/ declares on that target and version, so none is new; no

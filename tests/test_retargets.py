@@ -67,7 +67,6 @@ def test_the_bundled_suites_moved_to_wgpu_are_green(tmp_path, capsys):
             "convtranspose-float16-2100": ["eager"],
             "instancenorm-epsilon-twins": ["eager"],
             "skip-layernorm-skip-broadcast": ["eager"],
-            "softmax-middle-axis": ["eager"],
         }.items()
         for mode in modes
     )

@@ -13,17 +13,18 @@ to different scenarios on two targets is still one row, listing each.
 A drawn model's finding is pinned when a ``cases:`` rule of the bugs folder declares its cause
 (``cause:``, which ``run`` checks) on a case of the finding's target and version, expecting it
 to fail: the bugs folder selected as ``run --backend TARGET --VERSION`` would select it, so a
-rule holds where it was written and nowhere else. It is also pinned when a bugs suite holds the
-same model (its file's content, at a shape of its) and a ``cases:`` rule of it expects the
-verdict. A scenario's finding is pinned when a scenario of the bugs folder expects its verdict
-on the same model (its content digest, ``suite_model``, computed alike from both suite files)
-with the same steps as the finding's, or its steps through the failing one (sessions renamed by
-first use, ``signature``): a suite scenario states its verdict, model and steps exactly, but not
-its failing step or message (its reason is prose), so these are what both sides can compare
-without running anything. A backend's own failure (an error, a refusal) is also pinned when a
-bugs scenario or rule expecting its verdict quotes its message in its reason (numbers left out,
-spaces folded): the same text from another trigger is the same bug. Faults are not compared: a
-suite cannot carry ``--inject``.
+rule holds where it was written and nowhere else; a case expecting a verdict whose cause is the
+build's whatever the model (``capture-not-engaged``) states that cause. It is also pinned when a
+bugs suite holds the same model (its file's content, at a shape of its) and a ``cases:`` rule of
+it expects the verdict. A scenario's finding is pinned when a scenario of the bugs folder
+expects its verdict on the same model (its content digest, ``suite_model``, computed alike from
+both suite files) with the same steps as the finding's, or its steps through the failing one
+(sessions renamed by first use, ``signature``): a suite scenario states its verdict, model and
+steps exactly, but not its failing step or message (its reason is prose), so these are what both
+sides can compare without running anything. A backend's own failure (an error, a refusal) is
+also pinned when a bugs scenario or rule expecting its verdict quotes its message in its reason
+(numbers left out, spaces folded): the same text from another trigger is the same bug. Faults
+are not compared: a suite cannot carry ``--inject``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.backends import REGISTRY
+from runner.cause import BUILD_VERDICTS, cause_of
 from runner.errors import InvalidInput
 from runner.explore.finding import BACKEND_FAILURES, signature
 from runner.explore.generated import OpCovered
@@ -315,11 +317,10 @@ class _DeclaredCauses:
             )
             causes: dict[str, list[str]] = {}
             for case in select(selection, say=lambda text: None):
-                declared = case.expectation.cause
-                if declared is not None and case.expect != {"pass"}:
-                    causes.setdefault(str(declared), []).append(
-                        f"{case.suite.path}: {case.id} (its cause)"
-                    )
+                declared = {str(case.expectation.cause)} if case.expectation.cause else set()
+                declared |= {str(cause_of(v, None)) for v in case.expect & BUILD_VERDICTS}
+                for cause in declared if case.expect != {"pass"} else ():
+                    causes.setdefault(cause, []).append(f"{case.suite.path}: {case.id} (its cause)")
             self._selected[key] = causes
         return self._selected[key]
 
