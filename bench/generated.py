@@ -1,14 +1,17 @@
 """What `explore --models generated` costs per target: models drawn and judged per second, how the
 pace falls with a model's size, and what the draw covers (ops, attribute values).
 
-`python bench/generated.py [--target TARGET ...] [--models 200] [--seed 1] [--ort-web-version V]`
-draws `--models` models from the whole vocabulary (Hypothesis, seeded), runs each one's cases
-on each target exactly as explore does (``runner.explore.cases.run_cases``: a device, or a
-page, of its own per model; onnxruntime CPU as the reference), and prints a Markdown row per
+`python bench/generated.py [--target TARGET ...] [--models 200] [--seed 1] [--ort-web-version V]
+[--dtypes float32,float16] [--opsets 20,18]` draws `--models` models from the whole vocabulary
+(Hypothesis, seeded; in every float type and opset by default, as explore does), runs each one's
+cases on each target exactly as explore does (``runner.explore.cases.run_cases``: a device, or
+a page, of its own per model; onnxruntime CPU as the reference), and prints a Markdown row per
 target: models drawn, seconds, models per second, seconds per judged model by node count, and
 the models discarded (no reference, or an op the target lacks; explore learns the latter and
-stops drawing it, this bench does not). Then what the drawn models covered:
-each op and the attribute values it was drawn with. One run on one machine; read it with the
+stops drawing it, this bench does not). Then the pace per dimension of the draw (a row per
+bucket: float type, opset, widest dim, attributes left to defaults, contrib ops: judged models
+and seconds per judged model on each target), and what the drawn models covered: each op and
+the attribute values it was drawn with. One run on one machine; read it with the
 machine's load in mind. The numbers are in docs/commands.md#explore---models-generated.
 """
 
@@ -32,9 +35,12 @@ from runner.backends import open_backend, parse_backend, resolve_targets  # noqa
 from runner.backends.base import BackendOptions  # noqa: E402
 from runner.explore.cases import run_cases  # noqa: E402
 from runner.explore.generated import (  # noqa: E402
+    DTYPES,
     OPS,
+    OPSETS,
     Coverage,
     GeneratedModel,
+    buckets,
     generated_models,
 )
 from runner.explore.space import GeneratedModels  # noqa: E402
@@ -47,13 +53,15 @@ HEADER = (
 )
 
 
-def drawn(count: int, seed_value: int) -> list[GeneratedModel]:
+def drawn(
+    count: int, seed_value: int, dtypes: tuple[str, ...], opsets: tuple[int, ...]
+) -> list[GeneratedModel]:
     """`count` models as explore's strategy draws them (Hypothesis's own mix of sizes)."""
     models: list[GeneratedModel] = []
 
     @seed(seed_value)
     @settings(max_examples=count, database=None, suppress_health_check=list(HealthCheck))
-    @given(generated_models(tuple(OPS)))
+    @given(generated_models(tuple(OPS), dtypes, opsets))
     def collect(model: GeneratedModel) -> None:
         models.append(model)
 
@@ -61,7 +69,11 @@ def drawn(count: int, seed_value: int) -> list[GeneratedModel]:
     return models
 
 
-def row(backend: str, models: list[GeneratedModel], versions: dict, folder: Path) -> str:
+def row(
+    backend: str, models: list[GeneratedModel], versions: dict, folder: Path, paces: dict
+) -> str:
+    """`backend`'s row; each judged model's seconds added to `paces` under each of its
+    buckets, by target."""
     [target] = parse_backend(backend)
     if versions.get(target.name):
         target = dataclasses.replace(target, declared=versions[target.name][0])
@@ -80,8 +92,11 @@ def row(backend: str, models: list[GeneratedModel], versions: dict, folder: Path
             ran = run_cases(explored, instance, oracle, options)
             discarded += bool(ran.discarded)
             if not ran.discarded:  # a discard stops at its first case: no measure of a model
+                took = time.perf_counter() - start
                 size = "1-2" if model.nodes <= 2 else "3-4" if model.nodes <= 4 else "5+"
-                by_size[size].append(time.perf_counter() - start)
+                by_size[size].append(took)
+                for bucket in buckets(model):
+                    paces[bucket][target.id].append(took)
     finally:
         instance.close()
     seconds = time.perf_counter() - began
@@ -92,6 +107,19 @@ def row(backend: str, models: list[GeneratedModel], versions: dict, folder: Path
         f"| `{target.id}` | {len(models)} | {seconds:.0f} | {len(models) / seconds:.1f} | "
         f"{paces} | {discarded} |"
     )
+
+
+def pace_per_dimension(paces: dict, targets: list[str]) -> str:
+    """A row per bucket of the draw: judged models and seconds per judged model, per target."""
+    lines = [
+        "| dimension | " + " | ".join(f"`{t}`: judged, s per model" for t in targets) + " |",
+        "| --- |" + " --- |" * len(targets),
+    ]
+    for bucket in sorted(paces):
+        cells = [paces[bucket].get(t, []) for t in targets]
+        shown = [f"{len(c)}, {statistics.mean(c):.3f}" if c else "0, -" for c in cells]
+        lines.append(f"| {bucket} | " + " | ".join(shown) + " |")
+    return "\n".join(lines)
 
 
 def coverage(models: list[GeneratedModel]) -> str:
@@ -112,13 +140,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--ort-web-version", action="append", default=[])
+    parser.add_argument("--dtypes", default=",".join(DTYPES), help="default: every float type")
+    parser.add_argument("--opsets", default=",".join(map(str, OPSETS)), help="default: all")
     args = parser.parse_args(argv)
-    models = drawn(args.models, args.seed)
+    dtypes = tuple(args.dtypes.split(","))
+    models = drawn(args.models, args.seed, dtypes, tuple(map(int, args.opsets.split(","))))
     versions = {"ort-web": tuple(args.ort_web_version)}
+    paces: dict = collections.defaultdict(lambda: collections.defaultdict(list))
+    targets = args.target or ["wgpu"]
     with tempfile.TemporaryDirectory(prefix="bench-generated-") as folder:
-        rows = [row(t, models, versions, Path(folder)) for t in args.target or ["wgpu"]]
+        rows = [row(t, models, versions, Path(folder), paces) for t in targets]
     print(HEADER)
     print("\n".join(rows))
+    print()
+    print(pace_per_dimension(paces, sorted({t for b in paces.values() for t in b})))
     print()
     print(coverage(models))
 

@@ -504,6 +504,10 @@ def test_the_bench_measures_wgpu_and_says_what_the_draw_covered():
     [row] = [line for line in bench.stdout.splitlines() if line.startswith("| `wgpu`")]
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1] == "8" and float(cells[3]) > 0  # models, models per second
+    # the pace per dimension: each judged model counted once in its float type's bucket
+    types = [line for line in bench.stdout.splitlines() if line.startswith("| dtype ")]
+    judged = sum(int(line.split("|")[2].split(",")[0]) for line in types)
+    assert types and judged == 8 - int(cells[5])  # all but the discarded ones
     assert "| op | nodes | attribute values |" in bench.stdout
 
 

@@ -603,6 +603,21 @@ class OpCovered:
     values: tuple[str, ...]
 
 
+def buckets(generated: GeneratedModel) -> list[str]:
+    """The bucket of each dimension of the draw `generated` falls in (``dtype float16``,
+    ``widest dim 65-256``, ``contrib ops``...): what coverage and the bench count by."""
+    graph = onnx.load_from_string(generated.model).graph
+    widest = max(d.dim_value for i in graph.input for d in i.type.tensor_type.shape.dim)
+    low = max((b + 1 for b in SIZE_BUCKETS if b < widest), default=1)
+    high = next(b for b in SIZE_BUCKETS if widest <= b)
+    found = [f"dtype {generated.dtype}", f"opset {generated.opset}", f"widest dim {low}-{high}"]
+    if generated.omitted:
+        found.append("attributes left to defaults")
+    if any(node.domain == MICROSOFT for node in graph.node):
+        found.append("contrib ops")
+    return found
+
+
 class Coverage:
     """The ops and attribute values of the models added so far (mutable: explore adds each
     model it judges), as "how much of the vocabulary did a budget try" is measured."""
@@ -619,16 +634,7 @@ class Coverage:
             self.values[node.op_type].update(
                 f"{a.name}={helper.get_attribute_value(a)!r}" for a in node.attribute
             )
-        widest = max(d.dim_value for i in graph.input for d in i.type.tensor_type.shape.dim)
-        low = max((b + 1 for b in SIZE_BUCKETS if b < widest), default=1)
-        high = next(b for b in SIZE_BUCKETS if widest <= b)
-        self.dimensions[f"dtype {generated.dtype}"] += 1
-        self.dimensions[f"opset {generated.opset}"] += 1
-        self.dimensions[f"widest dim {low}-{high}"] += 1
-        if generated.omitted:
-            self.dimensions["attributes left to defaults"] += 1
-        if any(node.domain == MICROSOFT for node in graph.node):
-            self.dimensions["contrib ops"] += 1
+        self.dimensions.update(buckets(generated))
 
     def ops(self) -> tuple[OpCovered, ...]:
         """Each op added, the most drawn first."""
