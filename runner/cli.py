@@ -86,6 +86,27 @@ def _selection_args(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def _device_args(parser: argparse.ArgumentParser, timeout_per: str = "") -> None:
+    """Where the backends run, the same for every command that runs cases: --adapter,
+    --chromium, and --timeout (seconds per `timeout_per`) where there is one."""
+    parser.add_argument(
+        "--adapter",
+        help="wgpu adapter: name substring or backend type; ort-native: a substring of the EP "
+        "device (vendor, PCI bus id), or cpu for onnxruntime's CPU EP (no capture); ort-genai: "
+        "cpu runs genai's loop on the CPU EP",
+    )
+    parser.add_argument("--chromium", help="Chromium executable for ort-web (or $REGRESS_CHROMIUM)")
+    if timeout_per:
+        parser.add_argument(
+            "--timeout", type=float, help=f"seconds per {timeout_per} (default: the suite's)"
+        )
+
+
+def _out_arg(parser: argparse.ArgumentParser, what: str, default: Path | None) -> None:
+    """--out: the folder a command writes, or reads its history from (`what`)."""
+    parser.add_argument("--out", type=Path, default=default, help=what)
+
+
 def parse_duration(text: str) -> float:
     """Seconds from ``90s``, ``10m``, ``1h`` or a bare number of seconds."""
     number, unit = (text[:-1], text[-1]) if text[-1:] in DURATION_UNITS else (text, "s")
@@ -113,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run cases and record their results")
     _selection_args(run)
-    run.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (reports/)")
+    _out_arg(run, "output folder (reports/)", DEFAULT_OUT)
     run.add_argument(
         "--runs",
         type=int,
@@ -121,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="runs per case, each with new inputs but the last, which repeats the one before: "
         "the first records, the rest are timed (default 3)",
     )
-    run.add_argument("--timeout", type=float, help="seconds per case (default: the suite's)")
+    _device_args(run, timeout_per="case")
     run.add_argument(
         "--run-timeout",
         type=float,
@@ -135,13 +156,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FAULT",
         help="inject a named fault to prove the detectors (see `doctor`)",
     )
-    run.add_argument(
-        "--adapter",
-        help="wgpu adapter: name substring or backend type; ort-native: a substring of the EP "
-        "device (vendor, PCI bus id), or cpu for onnxruntime's CPU EP (no capture); ort-genai: "
-        "cpu runs genai's loop on the CPU EP",
-    )
-    run.add_argument("--chromium", help="Chromium executable for ort-web (or $REGRESS_CHROMIUM)")
     run.add_argument(
         "--no-localize",
         dest="localize",
@@ -195,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     report = commands.add_parser("report", help="build reports/index.html from the history")
-    report.add_argument("--out", type=Path, default=DEFAULT_OUT, help="reports folder")
+    _out_arg(report, "reports folder", DEFAULT_OUT)
     report.add_argument(
         "--last",
         type=int,
@@ -208,9 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
         "new-case", help="print a YAML case for a result, ready to paste into a suite"
     )
     new_case.add_argument("result_id", help="result id from the report (a unique prefix is enough)")
-    new_case.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help="reports folder holding history.sqlite"
-    )
+    _out_arg(new_case, "reports folder holding history.sqlite", DEFAULT_OUT)
 
     repro = commands.add_parser(
         "repro",
@@ -218,9 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
         "inputs, expected outputs, a page or script, ISSUE.md), for an upstream bug report",
     )
     repro.add_argument("result_id", help="result id from the report (a unique prefix is enough)")
-    repro.add_argument(
-        "--out", type=Path, help="the folder to write (default: repro-RESULT_ID)", default=None
-    )
+    _out_arg(repro, "the folder to write (default: repro-RESULT_ID)", None)
     repro.add_argument(
         "--reports",
         type=Path,
@@ -246,12 +256,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="bundle a passing result too; write over a folder that is not empty",
     )
-    repro.add_argument("--chromium", help="Chromium executable for ort-web reruns")
-    repro.add_argument("--adapter", help="wgpu adapter: name substring or backend type")
+    _device_args(repro)
 
     merge = commands.add_parser("merge", help="merge --shard outputs into one history and report")
     merge.add_argument("sources", nargs="+", type=Path, help="the shards' --out folders")
-    merge.add_argument("--out", type=Path, default=DEFAULT_OUT, help="merged reports folder")
+    _out_arg(merge, "merged reports folder", DEFAULT_OUT)
     merge.add_argument("--run-id", help="id of the merged run (default: the first shard's)")
 
     bisect = commands.add_parser(
@@ -268,11 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="a version whose verdict is the reference (exact, dist-tag, dev)",
     )
     bisect.add_argument("--bad", required=True, metavar="V2", help="a newer version")
-    bisect.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (reports/)")
+    _out_arg(bisect, "output folder (reports/)", DEFAULT_OUT)
     bisect.add_argument("--runs", type=int, default=3, help="runs per case (default 3)")
-    bisect.add_argument("--timeout", type=float, help="seconds per case (default: the suite's)")
-    bisect.add_argument("--chromium", help="Chromium executable for ort-web")
-    bisect.add_argument("--adapter", help="wgpu adapter; ort-native: an EP device, or cpu")
+    _device_args(bisect, timeout_per="case")
 
     explore = commands.add_parser(
         "explore",
@@ -327,9 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FAULT",
         help="inject a named fault (a canary: explore should find it)",
     )
-    explore.add_argument(
-        "--out", type=Path, default=DEFAULT_FOUND, help="where findings go (found/)"
-    )
+    _out_arg(explore, "where findings go (found/)", DEFAULT_FOUND)
     explore.add_argument(
         "--database",
         type=Path,
@@ -346,9 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also replay the examples of this folder of databases (e.g. an earlier "
         "campaign's, downloaded), never writing it; repeatable",
     )
-    explore.add_argument("--timeout", type=float, help="seconds per scenario (the suite's)")
-    explore.add_argument("--adapter", help="wgpu adapter: name substring or backend type")
-    explore.add_argument("--chromium", help="Chromium executable for ort-web")
+    _device_args(explore, timeout_per="scenario or case")
 
     explore_report = commands.add_parser(
         "explore-report",
@@ -358,11 +361,10 @@ def build_parser() -> argparse.ArgumentParser:
     explore_report.add_argument(
         "found", nargs="+", type=Path, metavar="FOUND", help="folders explore wrote (--out)"
     )
-    explore_report.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT / "explore",
-        help="where index.html, summary.md and bugs.json go (reports/explore/)",
+    _out_arg(
+        explore_report,
+        "where index.html, summary.md and bugs.json go (reports/explore/)",
+        DEFAULT_OUT / "explore",
     )
     explore_report.add_argument(
         "--bugs",
