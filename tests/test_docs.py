@@ -103,7 +103,8 @@ def _my_model(path: Path) -> None:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])],
         weights,
     )
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    onnx.save(model, path)  # IR 9: onnxruntime-web 1.30 reads up to 13, onnx writes 14
 
 
 @pytest.mark.browser
@@ -118,7 +119,8 @@ def test_the_readmes_first_case_runs_as_written_and_prints_what_it_shows(tmp_pat
     assert done.returncode == 0, done.stdout + done.stderr
 
     def lines(text: str) -> list[str]:
-        return [re.sub(r"\d+\.\d+ s$", "N s", line) for line in text.splitlines() if " s" in line]
+        """`text`'s lines, its timings and run id left out."""
+        text = re.sub(r"\d+\.\d+ s\b", "N s", text)
+        return re.sub(r"\d{8}T\d{6}Z-[0-9a-f]{6}", "RUN", text).splitlines()
 
-    shown = lines(printed)
-    assert [line for line in lines(done.stdout) if line.startswith("pass ")] == shown
+    assert lines(done.stdout + done.stderr) == lines(printed)
