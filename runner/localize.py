@@ -312,8 +312,8 @@ def _wrong_alone(
         shape={},
     )
     # a sequence of its own: where sequences start afresh (explore's ort-web pages), nothing
-    # the failing model compiled serves it (JSEP's rank-1 Transpose left its program to the
-    # Relu and Erf run after it in the same instance)
+    # the failing model compiled serves it (on JSEP 1.17.0, a Relu run alone after a model with
+    # a rank-1 Transpose was wrong in the same instance and right in a new one)
     alone_model = dataclasses.replace(case.model, name=f"{case.model.name}+alone-{index}")
     ran = backend.run(CaseWork(dataclasses.replace(case, model=alone_model), workload))
     if ran.status != "ok" or not ran.runs:

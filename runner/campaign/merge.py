@@ -317,9 +317,11 @@ class _DeclaredCauses:
             )
             causes: dict[str, list[str]] = {}
             for case in select(selection, say=lambda text: None):
+                if case.expect == {"pass"}:
+                    continue
                 declared = {str(case.expectation.cause)} if case.expectation.cause else set()
                 declared |= {str(cause_of(v, None)) for v in case.expect & BUILD_VERDICTS}
-                for cause in declared if case.expect != {"pass"} else ():
+                for cause in declared:
                     causes.setdefault(cause, []).append(f"{case.suite.path}: {case.id} (its cause)")
             self._selected[key] = causes
         return self._selected[key]
