@@ -36,7 +36,7 @@ from runner.backends.base import Backend, CaseWork
 from runner.compare import compare
 from runner.matrix import Case
 from runner.measure import Tolerance
-from runner.oracle import ReferenceCache, compute_reference, cpu_session
+from runner.oracle import ReferenceCache, cpu_session
 from runner.schedule import BASE, Variant
 from runner.workload import Workload
 
@@ -74,7 +74,8 @@ def expose_intermediates(workload: Workload) -> Exposed:
     every such output exposed, before the backend sees any."""
     model = onnx.load_from_string(workload.model)
     inferred = onnx.shape_inference.infer_shapes(model)
-    types = _output_types(model)
+    values = _every_value(workload, BASE)  # onnxruntime CPU's, which knows the contrib ops
+    types = {name: helper.np_dtype_to_tensor_dtype(v.dtype) for name, v in values.items()}
     existing = {o.name for o in model.graph.output}
     varying = _fed_by_inputs(model.graph)
     walked = [
@@ -84,8 +85,7 @@ def expose_intermediates(workload: Workload) -> Exposed:
         for output in node.output
         if output in varying and (types.get(output) in FLOAT_TYPES or output in existing)
     ]
-    everything = _with_outputs(workload, model, {o for _, o in walked} - existing, types)
-    copies = _copies(everything, [o for _, o in walked])
+    copies = _copies(values, list(workload.inputs), [o for _, o in walked])
     nodes = tuple(
         ExposedNode(
             output,
@@ -144,13 +144,6 @@ def _every_output(model: onnx.ModelProto) -> bytes:
     return probe.SerializeToString()
 
 
-def _output_types(model: onnx.ModelProto) -> dict[str, int]:
-    """Every node output's element type, as onnxruntime CPU infers it."""
-    session = cpu_session(_every_output(model))
-    return {o.name: getattr(TensorProto, o.type[len("tensor(") : -1].upper()) for o in
-            session.get_outputs()}  # fmt: skip
-
-
 def _every_value(workload: Workload, variant: Variant) -> dict[str, np.ndarray]:
     """Every value `workload`'s model holds for `variant`'s inputs on onnxruntime CPU: its
     inputs, initializers and every node's outputs."""
@@ -163,12 +156,11 @@ def _every_value(workload: Workload, variant: Variant) -> dict[str, np.ndarray]:
     return {**initializers, **inputs, **computed}
 
 
-def _copies(everything: Workload, walked: list[str]) -> set[str]:
+def _copies(values: Mapping[str, np.ndarray], inputs: list[str], walked: list[str]) -> set[str]:
     """The outputs among `walked` (topological) that hold the values of a graph input or of an
-    earlier output, element for element in order, on onnxruntime CPU: what a view or a copy
-    computes, whichever op (or pair of ops that cancel) makes it."""
-    values = {**everything.inputs_of(BASE), **compute_reference(everything, BASE)}
-    earlier = [np.ravel(v) for v in everything.inputs_of(BASE).values()]
+    earlier output, element for element in order, in onnxruntime CPU's `values`: what a view or
+    a copy computes, whichever op (or pair of ops that cancel) makes it."""
+    earlier = [np.ravel(values[name]) for name in inputs]
     copies = set()
     for output in walked:
         value = np.ravel(values[output])
@@ -259,8 +251,10 @@ def _checked_alone(
     for node in exposed.nodes:
         walked.setdefault(producer[node.output], []).append(node)
     named = producer[found["output"]]
+    varying = _fed_by_inputs(model.graph)
     for index in sorted(walked, key=lambda i: i != named):  # the named node first
-        wrong = _wrong_alone(backend, case, model, index, walked[index], values, exposed)
+        node = model.graph.node[index]
+        wrong = _wrong_alone(backend, case, model, node, varying, walked[index], values, exposed)
         if index == named and wrong is None:
             return found  # it cannot run alone
         if wrong:
@@ -276,16 +270,15 @@ def _wrong_alone(
     backend: Backend,
     case: Case,
     model: onnx.ModelProto,
-    index: int,
+    node: onnx.NodeProto,
+    varying: set[str],
     outputs: Sequence[ExposedNode],
     values: Mapping[str, np.ndarray],
     exposed: Exposed,
 ) -> dict[str, Any] | None:
-    """How node `index` of `model`, run alone on `backend` on onnxruntime CPU's `values` for
-    its inputs, differs from onnxruntime CPU in its walked `outputs`: {} when it does not, None
-    when the backend could not run it."""
-    node = model.graph.node[index]
-    varying = _fed_by_inputs(model.graph)
+    """How `node` of `model`, run alone on `backend` on onnxruntime CPU's `values` for its
+    inputs (those not `varying` as constants), differs from onnxruntime CPU in its walked
+    `outputs`: {} when it does not, None when the backend could not run it."""
     names = list(dict.fromkeys(name for name in node.input if name))
     fed = [name for name in names if name in varying]
 
@@ -314,7 +307,7 @@ def _wrong_alone(
     # a sequence of its own: where sequences start afresh (explore's ort-web pages), nothing
     # the failing model compiled serves it (on JSEP 1.17.0, a Relu run alone after a model with
     # a rank-1 Transpose was wrong in the same instance and right in a new one)
-    alone_model = dataclasses.replace(case.model, name=f"{case.model.name}+alone-{index}")
+    alone_model = dataclasses.replace(case.model, name=f"{case.model.name}+alone-{node.output[0]}")
     ran = backend.run(CaseWork(dataclasses.replace(case, model=alone_model), workload))
     if ran.status != "ok" or not ran.runs:
         return None
