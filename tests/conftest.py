@@ -130,15 +130,15 @@ def case_result(**fields) -> CaseResult:
     return CaseResult(**{**defaults, **fields})
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups into the node ids
 def pytest_collection_modifyitems(config, items):
-    """pytest-xdist (``--dist loadgroup``) hands each worker whole groups: the ``browser`` tests
-    one after another (two Chromiums at once would take each other's cores), the ``clock``
-    tests likewise (what an explore finds in its budget wants the cores it was measured on),
-    every other module whole (its module fixtures made once). ``ort_gpu`` tests run where a
-    GPU is promised (``nox -s gpu`` sets REGRESS_GPU_TESTS=1): elsewhere they skip, as
+    """pytest-xdist (``--dist loadgroup``) hands each worker whole groups: the ``clock`` tests
+    one after another (what an explore finds in its budget wants the cores it was measured
+    on), every other module whole (its module fixtures made once). ``ort_gpu`` tests run where
+    a GPU is promised (``nox -s gpu`` sets REGRESS_GPU_TESTS=1): elsewhere they skip, as
     ort-native's cases do on a machine without a GPU."""
     for item in items:
-        group = next((m for m in ("browser", "clock") if m in item.keywords), item.module.__name__)
+        group = "clock" if "clock" in item.keywords else item.module.__name__
         item.add_marker(pytest.mark.xdist_group(group))
     if os.environ.get("REGRESS_GPU_TESTS") == "1":
         return

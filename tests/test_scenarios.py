@@ -365,27 +365,30 @@ def test_explores_scenarios_share_a_page_and_what_one_destroys_reaches_no_other(
     order = (plain, plain, destroys, plain, destroys, destroys)
     misuses = {4: "use-after-destroy", 5: "stale-object"}
     references = ReferenceCache(None).references
-    runs, pools = {}, []
-    for fresh in (True, False):
-        options = BackendOptions(fresh_sequences=fresh)
-        backend = open_backend("ort-web", options)
-        try:
-            runs[fresh] = []
-            for i, item in enumerate(order):
-                if fresh and i in misuses:
-                    backend._pages["webgpu"]._page.evaluate(MISUSE, misuses[i])
-                runs[fresh].append(Step(references, options).run(item, backend))
-                if fresh:
-                    page = backend._pages["webgpu"]._page
-                    pools.append(page.evaluate("() => window.__devicePool"))
-                    page.evaluate("() => window.__unmisuse?.()")
-            loads = backend.page_loads()["webgpu"]
-        finally:
-            backend.close()
-        assert loads == (1 if fresh else len(order))
-    for fresh_run, own_page in zip(runs[True], runs[False], strict=True):
-        assert fresh_run.judgement.verdicts == own_page.judgement.verdicts == {"pass"}
-        for fresh_step, own_step in zip(fresh_run.run.steps, own_page.run.steps, strict=True):
+    pools, fresh_runs, own_page = [], [], {}
+    backend = open_backend("ort-web", BackendOptions(fresh_sequences=True))
+    try:
+        for i, item in enumerate(order):
+            if i in misuses:
+                backend._pages["webgpu"]._page.evaluate(MISUSE, misuses[i])
+            fresh_runs.append(Step(references, backend.options).run(item, backend))
+            page = backend._pages["webgpu"]._page
+            pools.append(page.evaluate("() => window.__devicePool"))
+            page.evaluate("() => window.__unmisuse?.()")
+        assert backend.page_loads()["webgpu"] == 1
+    finally:
+        backend.close()
+    backend = open_backend("ort-web", BackendOptions())
+    try:  # each scenario once in a page of its own: what the fresh instances must give
+        for item in (plain, destroys):
+            own_page[item.scenario.name] = Step(references, backend.options).run(item, backend)
+        assert backend.page_loads()["webgpu"] == 2
+    finally:
+        backend.close()
+    for item, fresh_run in zip(order, fresh_runs, strict=True):
+        alone = own_page[item.scenario.name]
+        assert fresh_run.judgement.verdicts == alone.judgement.verdicts == {"pass"}
+        for fresh_step, own_step in zip(fresh_run.run.steps, alone.run.steps, strict=True):
             for name, array in own_step.outputs.items():
                 np.testing.assert_array_equal(fresh_step.outputs[name], array)
     counts = [(p["devices"], p["spared"], p["destroyed"], p["usedAfterDestroy"]) for p in pools]
