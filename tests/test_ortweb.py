@@ -424,8 +424,21 @@ def test_a_page_load_past_its_bound_fails_and_a_new_browser_runs_on(backend, mon
     assert result.status == "error"
     assert result.message.startswith("loading onnxruntime-web (ort.mjs) did not finish in 0.05 s")
     monkeypatch.undo()
-    assert backend.run(CaseWork(case, workload)).status == "ok"
+    again = backend.run(CaseWork(case, workload))
+    assert again.status == "ok", again.message
     assert backend.launches == launches + 1
+
+
+def test_a_browser_killed_is_launched_again_even_while_playwright_thinks_it_connected(backend):
+    """kill_browsers (a hung load's watchdog) is a SIGKILL: Playwright reads of it later, so
+    the backend does not ask it whether the browser lives; it launches a new one."""
+    backend.environment()
+    launches = backend.launches
+    browser.kill_browsers()
+    backend._start()
+    assert backend.launches == launches + 1
+    case, workload = encoder_case("compact", "jsep", capture=False)
+    assert backend.run(CaseWork(case, workload)).status == "ok"
 
 
 def test_open_backend_finds_chromium_and_close_leaves_no_process():

@@ -73,6 +73,7 @@ class OrtWebBackend:
         self.adapter: dict[str, Any] = {}
         self.launch_ms: float | None = None
         self.launches = 0  # browsers launched: one, and one more after each hang
+        self._launched_after_kills = 0  # browser.browser_kills when the browser was launched
 
     def environment(self) -> dict[str, Any]:
         self._start()
@@ -291,7 +292,7 @@ class OrtWebBackend:
         """Launch the browser and start the server: once per run, and again after the browser
         died (its pages, context and server go with it)."""
         if self._browser is not None:
-            if self._browser.is_connected():
+            if self._browser.is_connected() and self._launched_after_kills == browser.browser_kills:
                 return
             self.close()
         started = time.perf_counter()
@@ -304,6 +305,7 @@ class OrtWebBackend:
                 self._playwright, self.chromium, Path(self._profile.name)
             )
             self._browser = self._context.browser
+            self._launched_after_kills = browser.browser_kills
             self.launches += 1
             if self.options.fresh_sequences:  # beneath the tracer, which counts what ORT asks
                 self._context.add_init_script(path=str(ASSETS / "devicepool.js"))

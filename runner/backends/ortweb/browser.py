@@ -175,10 +175,16 @@ def kill_renderers() -> None:
             pass
 
 
+browser_kills = 0  # bumped by kill_browsers: every browser launched before then is gone
+
+
 def kill_browsers() -> None:
     """Kill this process's Chromium browsers (their main processes): every pending Playwright
     call on them fails, even one a wedged browser would never answer. Linux only, as
-    ``kill_renderers``."""
+    ``kill_renderers``. Playwright learns of the death only as it reads the browser's pipe: a
+    browser may still say it is connected just after."""
+    global browser_kills
+    browser_kills += 1
     for pid in descendant_pids(os.getpid()):
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
