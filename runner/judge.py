@@ -588,8 +588,8 @@ def _static_differs(ev: Evidence) -> bool:
 def attribute(ev: Evidence, verdicts: frozenset[str]) -> str | None:
     """Where a failure lives: eager too (a kernel bug), the static-shape path (static eager
     differs from dynamic, which pins no dim), the static-shape capture path alone (eager, which
-    binds afresh every run, agrees), or only after a layout change (a
-    stale layout, or the first layout failing when captured again)."""
+    binds afresh every run, agrees), or only after a layout change (a stale layout, or the first
+    layout failing when captured again)."""
     if verdicts <= {"pass", "skipped"} or ev.run.status != "ok":
         return None
     if verdicts & {"reference-mismatch", "expected-mismatch"}:
