@@ -18,6 +18,7 @@ one would.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import signal
@@ -38,8 +39,9 @@ BOOT_TIMEOUT_S = 120.0
 PRELOADED = ("runner.backends.isolated", "onnx")  # imported once, in the fork server
 
 
+@functools.cache
 def _context() -> multiprocessing.context.BaseContext:
-    """Fork from the fork server where the platform has one, else spawn."""
+    """Fork from the fork server where the platform has one, else spawn (set up once)."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
