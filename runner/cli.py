@@ -328,6 +328,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     explore.add_argument("--seed", type=int, help="Hypothesis's seed (default: random)")
     explore.add_argument(
+        "--max-findings",
+        type=int,
+        metavar="N",
+        help="stop once N findings are written, within the budget (default: spend the budget)",
+    )
+    explore.add_argument(
         "--inject",
         action="append",
         default=[],
@@ -619,9 +625,18 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
             f"--budget {args.budget:g}s: too short to run one generated model and shrink it; "
             f"expected at least {MIN_MODEL_BUDGET_S:g}s"
         )
+    if args.max_findings is not None and args.max_findings < 1:
+        raise InvalidInput("--max-findings must be at least 1")
     space = explore_space(_selection(args), inject, args.models, ops, dtypes, opsets)
     request = ExploreRequest(
-        space, args.budget, args.out, options, args.seed, args.database, tuple(args.replay_from)
+        space,
+        args.budget,
+        args.out,
+        options,
+        args.seed,
+        args.database,
+        tuple(args.replay_from),
+        args.max_findings,
     )
     explored = explore(request, lambda text: console.print(escape(text)))
     what, parts = COUNTED[space.source.draws]

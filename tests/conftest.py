@@ -1,5 +1,5 @@
 """Shared fixtures: suite files written on the fly, the CLI as a user runs it, the result
-schema, and a repository root for path checks."""
+schema, a repository root for path checks, and the canary suite's run."""
 
 from __future__ import annotations
 
@@ -55,6 +55,22 @@ def regress(*args, cwd=None, env=None, process=False, timeout=600) -> subprocess
         except SystemExit as exit:  # argparse's own: --help, a usage error
             code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
     return subprocess.CompletedProcess(["regress", *argv], code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(scope="session")
+def canary_run(tmp_path_factory):
+    """suites/canaries.yaml run whole, three runs a case, into a reports folder: the detector
+    test judges it and the ort-web repro tests bundle its results. Every test that asks for it
+    goes to one xdist worker (``pytest_collection_modifyitems``), so it runs once."""
+    from runner.backends import REGISTRY
+    from runner.backends.base import BackendOptions
+    from runner.matrix import expand_matrix
+    from runner.pipeline import execute
+    from runner.suite import load_suite
+
+    out = tmp_path_factory.mktemp("canaries")
+    cases = expand_matrix([load_suite(REPO / "suites/canaries.yaml", REGISTRY)])
+    return out, execute(cases, out, BackendOptions(runs=3))
 
 
 @pytest.fixture
@@ -134,11 +150,17 @@ def case_result(**fields) -> CaseResult:
 def pytest_collection_modifyitems(config, items):
     """pytest-xdist (``--dist loadgroup``) hands each worker whole groups: the ``clock`` tests
     one after another (what an explore finds in its budget wants the cores it was measured
-    on), every other module whole (its module fixtures made once). ``ort_gpu`` tests run where
+    on), the tests of the canary run together (it runs once), every other module whole (its
+    module fixtures made once). ``ort_gpu`` tests run where
     a GPU is promised (``nox -s gpu`` sets REGRESS_GPU_TESTS=1): elsewhere they skip, as
     ort-native's cases do on a machine without a GPU."""
     for item in items:
-        group = "clock" if "clock" in item.keywords else item.module.__name__
+        if "clock" in item.keywords:
+            group = "clock"
+        elif "canary_run" in item.fixturenames:
+            group = "canary_run"
+        else:
+            group = item.module.__name__
         item.add_marker(pytest.mark.xdist_group(group))
     if os.environ.get("REGRESS_GPU_TESTS") == "1":
         return

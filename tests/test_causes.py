@@ -119,7 +119,8 @@ def test_a_stale_copy_is_one_finding_whichever_op_makes_it_pinned_by_its_bugs_su
     for op in ("Identity", "Reshape"):
         explored = regress(
             "explore", "--models", "generated", "--backend", "ort-native", "--ops", op,
-            "--budget", "10s", "--seed", "1", "--database", tmp_path / f"db-{op}",
+            "--budget", "10s", "--max-findings", "1", "--seed", "1",
+            "--database", tmp_path / f"db-{op}",
             "--out", tmp_path / op, process=True,
         )  # fmt: skip
         assert explored.returncode == 1, explored.stdout + explored.stderr

@@ -92,9 +92,8 @@ CANARIES = Path(__file__).resolve().parents[1] / "suites" / "canaries.yaml"
 
 
 @pytest.mark.browser
-def test_canary_suite_sees_every_injected_fault(tmp_path):
-    cases = expand_matrix([load_suite(CANARIES, REGISTRY)])
-    summary = execute(cases, tmp_path, BackendOptions(runs=3))
+def test_canary_suite_sees_every_injected_fault(canary_run):
+    _, summary = canary_run
     # ort-native's cases run only where ONNX Runtime finds a GPU (tests/test_ortnative.py)
     skipped = [r for r in summary.results if r.verdict == "skipped"]
     assert all(r.backend.startswith("ort-native") for r in skipped)

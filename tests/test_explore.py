@@ -104,7 +104,7 @@ def _explore(suite_file: Path, out: Path, cache: Path, *extra: str) -> subproces
 def test_the_input_snapshot_canary_is_found_shrunk_written_and_replayed_first(suite_file, tmp_path):
     out, cache = tmp_path / "found", tmp_path / "cache"
     inject = ("--inject", "input-snapshot-at-capture")
-    explored = _explore(suite_file, out, cache, *inject, "--budget", "25s", "--seed", "1")
+    explored = _explore(suite_file, out, cache, *inject, "--budget", "12s", "--seed", "1")
     assert explored.returncode == 1, explored.stderr
     (found,) = out.glob("*.yaml")
     (scenario,) = yaml.safe_load(found.read_text())["scenarios"]
@@ -286,7 +286,9 @@ def test_an_example_explore_interrupts_is_not_saved_for_the_next_explore():
         Interrupted.examples = 0
         database = InMemoryExampleDatabase()
         assert explorer._run_pass(
-            lambda chosen: run_state_machine_as_test(Interrupted, settings=chosen), wrap(database)
+            lambda chosen: run_state_machine_as_test(Interrupted, settings=chosen),
+            wrap(database),
+            first=False,
         )  # the budget ended the pass
         assert Interrupted.examples == 5
         assert any(database.data.values()) is saved

@@ -332,28 +332,22 @@ def _explore(tmp_path: Path, *args: str, budget: str = "40s") -> tuple[int, str]
 def test_explore_finds_each_program_key_canary_shrunk_and_reproducible(
     tmp_path, fault, verdict, most_nodes
 ):
-    code, printed = _explore(tmp_path, "--inject", fault, "--seed", "1")
+    code, printed = _explore(tmp_path, "--inject", fault, "--seed", "1", "--max-findings", "1")
     assert code == 1, printed
-    # one finding per op the fault reached, each found apart in a later pass (with less of the
-    # budget's grace left to shrink in): the first is the canary's measure
+    # the first finding is the canary's measure: the explore stops there, its budget unspent
+    assert "stopping: 1 finding(s) written (--max-findings)" in printed
     [record] = (tmp_path / "found").glob("explore-*.json")
-    findings = sorted(read_record(record).findings, key=lambda f: f.seconds_to_first)
-    found = [tmp_path / "found" / f.yaml for f in findings]
-    assert found, printed
-    for path in found:
-        assert path.name.startswith(verdict), printed
-        assert f"{path.name}: reproduced under run" in printed, printed
-        issue = (path.with_suffix("") / "ISSUE.md").read_text()  # its repro bundle
-        # the culprit inline: its attributes, inputs and the worst elements
-        assert "\n- attributes: " in issue and "| element | expected | actual |" in issue
-    # shrunk: its smallest finding (an op of several nodes, a decomposed LayerNorm, cannot
-    # shrink below them)
-    sizes = []
-    for path in found:
-        [model] = yaml.safe_load(path.read_text())["models"].values()
-        sizes.append(len(onnx.load(path.parent / model["path"]).graph.node))
-    assert min(sizes) <= most_nodes, printed
-    rerun = regress("run", *map(str, found), "--inject", fault, "--out", str(tmp_path / "rerun"))
+    [finding] = read_record(record).findings
+    path = tmp_path / "found" / finding.yaml
+    assert path.name.startswith(verdict), printed
+    assert f"{path.name}: reproduced under run" in printed, printed
+    issue = (path.with_suffix("") / "ISSUE.md").read_text()  # its repro bundle
+    # the culprit inline: its attributes, inputs and the worst elements
+    assert "\n- attributes: " in issue and "| element | expected | actual |" in issue
+    # shrunk (an op of several nodes, a decomposed LayerNorm, cannot shrink below them)
+    [model] = yaml.safe_load(path.read_text())["models"].values()
+    assert len(onnx.load(path.parent / model["path"]).graph.node) <= most_nodes, printed
+    rerun = regress("run", str(path), "--inject", fault, "--out", str(tmp_path / "rerun"))
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
 
 
@@ -385,7 +379,7 @@ def test_explore_runs_generated_models_on_the_cpp_ep_on_lavapipe(tmp_path):
     writes no repro bundles, so each finding is its suite file alone, reproduced under run."""
     done = regress(
         "explore", "--models", "generated", "--backend", "ort-native", "--budget", "15s",
-        "--ops", "Relu,Reshape", "--dtypes", "float32", "--seed", "1",
+        "--ops", "Relu,Reshape", "--dtypes", "float32", "--seed", "1", "--max-findings", "1",
         "--out", tmp_path / "found", "--database", tmp_path / "db",
         process=True,
     )  # fmt: skip
@@ -457,6 +451,7 @@ def test_an_op_the_target_lacks_is_learned_and_no_longer_drawn(tmp_path, monkeyp
             "60s",
             "--opsets 17: no such opset to draw; expected some of 20, 18",
         ),
+        (["--max-findings", "0"], "60s", "--max-findings must be at least 1"),
     ],
 )
 def test_bad_generated_explore_options_exit_2_saying_what_is_expected(tmp_path, args, budget, said):

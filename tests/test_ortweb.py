@@ -399,7 +399,8 @@ def test_a_case_past_its_timeout_times_out_and_the_browser_is_relaunched(backend
     assert backend.page_loads() == {"webgpu": 1}
 
 
-def test_a_page_stuck_in_a_loop_is_killed_and_the_run_goes_on(backend):
+def test_a_page_stuck_in_a_loop_is_killed_and_the_run_goes_on(backend, monkeypatch):
+    monkeypatch.setattr(page_module, "KILL_GRACE_S", 0.5)  # the kill, not its patience, is tested
     case, workload = encoder_case("compact", "jsep", capture=False)
     assert backend.run(CaseWork(case, workload)).status == "ok"
     page = backend._loaded_page(pinned_version(), "jsep")

@@ -107,6 +107,7 @@ class ExploreRequest:
     seed: int | None = None
     databases: Path | None = None  # where example databases go; None: the cache folder's
     replay_from: tuple[Path, ...] = ()  # folders of databases replayed, never written
+    max_findings: int | None = None  # stop once this many are written; None: spend the budget
 
 
 @dataclass(frozen=True)
@@ -354,12 +355,16 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
             examine.pending.clear()
             pass_seed = None if request.seed is None else request.seed + pass_number - 1
             try:
-                spent = _run_pass(_examples(space, examine, pass_seed), database)
+                spent = _run_pass(
+                    _examples(space, examine, pass_seed), database, request.max_findings == 1
+                )
             except ExamplesSkipped as skipped:
                 raise EnvironmentUnusable(
                     f"{target.id} skips {space.source.draws} on this machine, so explore has "
                     f"nothing to draw: {skipped}"
                 ) from None
+            if request.max_findings == 1:  # what the shrinker slipped to may be smaller
+                examine.pending.sort(key=lambda kind: examine.shortest[kind].size)
             for kind in examine.pending:
                 failure = examine.cut(examine.shortest[kind])
                 examine.known_finding(kind)
@@ -379,6 +384,11 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
                 found = Found(failure, path, examples, seconds, spent)
                 findings.append(found)
                 say(f"found {failure.result.verdict} in {found.size}: {path}")
+                if len(findings) == request.max_findings:
+                    break
+            if len(findings) == request.max_findings:
+                say(f"stopping: {len(findings)} finding(s) written (--max-findings)")
+                break
             if spent or not examine.pending:
                 break
             # Later passes must not delete known failures from the database: there they are
@@ -435,25 +445,30 @@ def _write(
 def _examples(
     space: Space, examine: _Examiner, pass_seed: int | None
 ) -> Callable[[settings], None]:
-    """One Hypothesis run over the space's examples, under the settings it is given: scenarios
-    drawn by the state machine (``machine``), or a model drawn from the source and its cases."""
+    """A Hypothesis run over the space's examples, under the settings it is given (each call
+    a test of its own, one example database key): scenarios drawn by the state machine
+    (``machine``), or a model drawn from the source and its cases."""
     if space.source.draws == "scenarios":
         factory = machine_factory(space, examine)
         if pass_seed is not None:
             factory = seed(pass_seed)(factory)
         return lambda chosen: run_state_machine_as_test(factory, settings=chosen)
 
-    @given(space.source.strategy())
-    def drawn_model(model: ExploredModel) -> None:
-        examine.cases(model)
+    def run(chosen: settings) -> None:
+        @given(space.source.strategy())
+        def drawn_model(model: ExploredModel) -> None:
+            examine.cases(model)
 
-    if pass_seed is not None:
-        drawn_model = seed(pass_seed)(drawn_model)
-    return lambda chosen: chosen(drawn_model)()
+        chosen(drawn_model if pass_seed is None else seed(pass_seed)(drawn_model))()
+
+    return run
 
 
-def _run_pass(run: Callable[[settings], None], database: ExampleDatabase) -> bool:
-    """One Hypothesis run (``_examples``); whether the budget ended it."""
+def _run_pass(run: Callable[[settings], None], database: ExampleDatabase, first: bool) -> bool:
+    """One Hypothesis run (``_examples``); whether the budget ended it. Hypothesis draws on
+    after a failure, for failures of other kinds, and shrinks each kind apart; with `first`,
+    it stops drawing at the first failure and shrinks it, slipping to any smaller failure
+    (its ``report_multiple_bugs=False``)."""
     run_settings = settings(
         database=database,
         phases=tuple(p for p in Phase if p != Phase.explain),
@@ -461,7 +476,7 @@ def _run_pass(run: Callable[[settings], None], database: ExampleDatabase) -> boo
         stateful_step_count=MAX_STEPS,
         deadline=None,
         suppress_health_check=list(HealthCheck),
-        report_multiple_bugs=True,
+        report_multiple_bugs=not first,
         verbosity=Verbosity.quiet,
         print_blob=False,
     )

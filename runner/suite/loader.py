@@ -24,6 +24,7 @@ import jsonschema
 from runner.cause import parse_cause
 from runner.errors import InvalidInput, Problem
 from runner.packages import PackageFile
+from runner.suite.onnxfile import OnnxFile, read_onnx
 from runner.suite.optests import DEFAULT_OPSET, op_test_files, read_op_tests
 from runner.suite.scenarios import Scenario, parse_scenario
 from runner.suite.spec import (
@@ -260,17 +261,6 @@ def _loop_tensors(params: DecoderParams, loop: GenerationLoop) -> list[Tensor]:
     ]
 
 
-def _rotary_head_size(graph) -> int | None:
-    """A decoder's head size from its first GroupQueryAttention's cos_cache, [positions,
-    head_size / 2] (rotary inside attention, as genai's builder writes it), or None."""
-    weights = {tensor.name: tensor.dims for tensor in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "GroupQueryAttention" and len(node.input) > 7:
-            dims = weights.get(node.input[7])
-            return 2 * dims[1] if dims is not None and len(dims) == 2 else None
-    return None
-
-
 def _builtin_decoder_tensors(params: DecoderParams, loop: GenerationLoop) -> list[Tensor]:
     """The loop's largest tensors and the builtin decoder's: its weights, and the prefill's
     activations and attention scores (onnxruntime CPU's GroupQueryAttention holds them all)."""
@@ -492,11 +482,12 @@ class _Builder:
         else:
             if "package" in spec:
                 model = self.package_model(name, spec["package"], inputs, own_shapes)
-                input_dims = self.packaged_file(model, path + ("package",))
+                read = self.packaged_file(model, path + ("package",))
             else:
                 model_path = (self.file.parent / spec["path"]).resolve()
                 model = ModelSpec(name, path=model_path, inputs=inputs, shapes=own_shapes)
-                input_dims = self.model_file(model_path, path + ("path",))
+                read = self.model_file(model_path, path + ("path",))
+            input_dims = read.inputs if read is not None else None
             names = set(input_dims) if input_dims is not None else None
             dims = {d for ds in (input_dims or {}).values() for d in ds if isinstance(d, str)}
             largest = partial(_largest_input, input_dims or {})
@@ -627,14 +618,10 @@ class _Builder:
         import onnx
 
         fallback = DecoderParams(static_mask=True), None
-        inputs = self.model_file(model_path, path + ("package" if inside else "path",), inside)
-        if inputs is None:
+        read = self.model_file(model_path, path + ("package" if inside else "path",), inside)
+        if read is None:
             return fallback
-        graph = onnx.load(str(model_path), load_external_data=False).graph
-        outputs = {
-            o.name: [d.dim_param or d.dim_value for d in o.type.tensor_type.shape.dim]
-            for o in graph.output
-        }
+        inputs, outputs = read.inputs, read.outputs
         layers = 0
         while f"past_key_values.{layers}.key" in inputs:
             layers += 1
@@ -654,7 +641,7 @@ class _Builder:
         past, logits = inputs["past_key_values.0.key"], outputs["logits"]
         head_size = past[3] if len(past) == 4 else None
         if isinstance(head_size, str):  # the builder's `kv_cache_dim`: twice rotary's width
-            head_size = _rotary_head_size(graph)
+            head_size = read.rotary_head_size
         if len(past) != 4 or not isinstance(past[1], int) or head_size is None:
             self.problem(
                 path + ("path",),
@@ -673,7 +660,6 @@ class _Builder:
             )
             return fallback
         kv_heads, length = past[1], spec["max_length"]
-        cache_type = next(i for i in graph.input if i.name == "past_key_values.0.key")
         try:
             params = DecoderParams(
                 layers=layers,
@@ -685,7 +671,7 @@ class _Builder:
                 seed=spec.get("seed", 0),
                 static_mask=True,
                 cache_dtype=onnx.helper.tensor_dtype_to_np_dtype(
-                    cache_type.type.tensor_type.elem_type
+                    read.input_types["past_key_values.0.key"]
                 ).name,
             )
         except ValueError as exc:
@@ -874,7 +860,7 @@ class _Builder:
         source = self.package_source(name, spec)
         return ModelSpec(name, path=source.cached, package=source, inputs=inputs, shapes=shapes)
 
-    def packaged_file(self, model: ModelSpec, where: tuple) -> dict[str, list[int | str]] | None:
+    def packaged_file(self, model: ModelSpec, where: tuple) -> OnnxFile | None:
         """A package model's inputs once a run has fetched it into the cache; until then
         nothing (loading reads files only: the run fetches, ``runner.packages``)."""
         if model.path is None or not model.path.is_file():
@@ -883,11 +869,9 @@ class _Builder:
 
     def model_file(
         self, model_path: Path, where: tuple, inside: Path | None = None
-    ) -> dict[str, list[int | str]] | None:
-        """The inputs of an ONNX file and their dims, after checking the file is usable and
-        inside the repository (or `inside`)."""
-        import onnx
-
+    ) -> OnnxFile | None:
+        """An ONNX file's inputs and outputs, after checking the file is usable and inside the
+        repository (or `inside`)."""
         if not model_path.is_relative_to(inside or self.root):
             self.problem(
                 where,
@@ -899,7 +883,7 @@ class _Builder:
             self.problem(where, f"model file {model_path} does not exist", "an ONNX file")
             return None
         try:
-            model = onnx.load(str(model_path), load_external_data=False)
+            read = read_onnx(model_path)
         except Exception as exc:  # onnx raises DecodeError, ValueError, ... for non-ONNX bytes
             self.problem(
                 where,
@@ -907,19 +891,11 @@ class _Builder:
                 "an ONNX file",
             )
             return None
-        initializers = {t.name for t in model.graph.initializer}
-        inputs = [i for i in model.graph.input if i.name not in initializers]
-        if not model.graph.node or not model.graph.output:
+        if read.empty:
             self.problem(
                 where, f"{model_path.name} is not an ONNX model (empty graph)", "an ONNX file"
             )
-        return {
-            i.name: [
-                d.dim_param if d.HasField("dim_param") else d.dim_value
-                for d in i.type.tensor_type.shape.dim
-            ]
-            for i in inputs
-        }
+        return read
 
     def input_spec(self, spec: dict, path: tuple) -> InputSpec:
         low, high = spec.get("range", (None, None))
