@@ -46,7 +46,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     validated = regress("validate", "suites", env=no_npm, process=True)
     assert validated.returncode == 0, validated.stderr
     assert validated.stdout == (
-        "45 suite(s), 717 case(s): 35 unchecked (the notes say what), the rest ok\n"
+        "47 suite(s), 740 case(s): 38 unchecked (the notes say what), the rest ok\n"
     )
     notes = validated.stderr.splitlines()
     assert notes == [
@@ -78,7 +78,13 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         " not checked (only a registry knows it): it is resolved when its cases run or are listed",
         "note: suites/bugs/ort-jsep-clip-no-bounds.yaml:15:15: ort-web version '1.19.2' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-jsep-lone-cpu-node-replayed.yaml:22:15: ort-web version '1.19.2' "
+        "note: suites/bugs/ort-jsep-instancenorm-rank3.yaml:17:15: ort-web version '1.17.3' "
+        "was not checked (only a registry knows it): it is resolved when its cases run or are "
+        "listed",
+        "note: suites/bugs/ort-jsep-instancenorm-rank3.yaml:17:25: ort-web version '1.19.2' "
+        "was not checked (only a registry knows it): it is resolved when its cases run or are "
+        "listed",
+        "note: suites/bugs/ort-jsep-lone-cpu-node-replayed.yaml:28:15: ort-web version '1.19.2' "
         "was not checked (only a registry knows it): it is resolved when its cases run or are "
         "listed",
         "note: suites/bugs/ort-jsep-silero-state.yaml:26:7: model 'silero-vad-jsep-state': "
@@ -133,6 +139,9 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "note: suites/bugs/upstream/ort-29835-averagepool-ceil-pad.yaml:29:15: ort-web version "
         "'1.20.1' was not checked (only a registry knows it): it is resolved when its cases run "
         "or are listed",
+        "note: suites/bugs/upstream/ort-32228-gemm-transpose-fusion-identity.yaml:18:15: ort-web "
+        "version '1.27.0' was not checked (only a registry knows it): it is resolved when its "
+        "cases run or are listed",
         "note: suites/bugs/upstream/ort-shader-cache-and-broadcast.yaml:16:15: ort-web version "
         "'1.23.2' was not checked (only a registry knows it): it is resolved when its cases run "
         "or are listed",
@@ -146,7 +155,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     listed = regress("list", "suites", "--backend", "wgpu", env=no_npm, process=True)
     assert listed.returncode == 0, listed.stderr
     ids = listed.stdout.splitlines()
-    assert len(ids) == 200 and all("/wgpu/" in i for i in ids)
+    assert len(ids) == 207 and all("/wgpu/" in i for i in ids)
     pinned_only = regress("list", "suites", "--filter", "version=1.30.0", env=no_npm, process=True)
     assert pinned_only.returncode == 3  # the filter needs every version: npm must say
     wgpu_filtered = regress("list", "suites", "--filter", "backend=wgpu", env=no_npm, process=True)
@@ -154,7 +163,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     native = regress(
         "list", "suites", "--backend", "ort-native", env=no_npm, process=True
     )  # pip's versions
-    assert native.returncode == 0 and len(native.stdout.splitlines()) == 190, native.stderr
+    assert native.returncode == 0 and len(native.stdout.splitlines()) == 197, native.stderr
 
 
 def test_an_ort_web_selection_without_npm_exits_3_saying_why(no_npm, tmp_path):

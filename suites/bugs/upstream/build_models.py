@@ -127,6 +127,17 @@ def where_one_condition() -> onnx.ModelProto:
     return _model([node], inputs, [_value("y", F32, [3, 5])])
 
 
+def gemm_identity_transpose() -> onnx.ModelProto:
+    """A Gemm without its bias, then a Transpose whose perm [0, 1] leaves its [2, 4] output as it
+    is: onnxruntime's GemmTransposeFusion folds it into the Gemm as if it swapped the axes."""
+    nodes = [
+        helper.make_node("Gemm", ["x", "w"], ["g"]),
+        helper.make_node("Transpose", ["g"], ["y"], perm=[0, 1]),
+    ]
+    inputs, outputs = [_value("x", F32, [2, 3])], [_value("y", F32, [2, 4])]
+    return _model(nodes, inputs, outputs, [_weight("w", [3, 4])])
+
+
 def averagepool_ceil_pad(opset: int) -> Callable[[], onnx.ModelProto]:
     def build() -> onnx.ModelProto:
         """A 3x3 AveragePool, stride 2, pads 1, ceil_mode and count_include_pad: the last
@@ -196,6 +207,7 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "softmax-middle-axis": softmax_middle_axis,
     "conv-tanh": conv_tanh,
     "where-one-condition": where_one_condition,
+    "gemm-identity-transpose": gemm_identity_transpose,
     "averagepool-ceil-pad-opset18": averagepool_ceil_pad(18),
     "averagepool-ceil-pad-opset19": averagepool_ceil_pad(19),
     "convtranspose-float16-2047": convtranspose_float16(2047),
