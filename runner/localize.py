@@ -11,7 +11,9 @@ a Transpose that moves no element, two Transposes that cancel) is told by those 
 onnxruntime CPU, not by its op. One made a graph output only by this rewrite is never named:
 onnxruntime's WebGPU builds replay a copy's graph output stale under capture
 (suites/bugs/ort-reshape-output-stale.yaml), so exposing it would name that, not the bug. One the
-model outputs itself is named, marked a copy.
+model outputs itself is named, marked a copy. Exposing may also hide a capture bug (a copy's
+output went stale only while the value it copies was no graph output: JSEP's Identity beside a
+Mul): when the rerun passes, the model is rerun as it ran, and its own copies are walked.
 
 The first wrong output is where a wrong value shows, not always where it was made: a kernel may
 write into a buffer another node's output holds (JSEP's SkipSimplifiedLayerNormalization with a
@@ -201,38 +203,60 @@ def first_divergent_node(
     verdicts: frozenset[str],
     prefix: Sequence[tuple[Case, Workload]] = (),
 ) -> dict | None:
-    """The first node whose output diverges, or None when the rerun does not reproduce it."""
+    """The first node whose output diverges, or None when the rerun does not reproduce it (a
+    capture bug the exposed rerun hides is looked for among the model's own copies, as it ran:
+    the module's docstring)."""
     exposed = expose_intermediates(workload)
-    capture_bug = case.capture and bool(verdicts & CAPTURE_VERDICTS)
-    if capture_bug:
-        for earlier_case, earlier_workload in prefix:
-            backend.run(CaseWork(earlier_case, expose_intermediates(earlier_workload).workload))
+    if not (case.capture and verdicts & CAPTURE_VERDICTS):
+        found = _rerun(backend, case, exposed, exposed.workload, exposed.nodes, (), capture=False)
+        if found is None:
+            return None
+        eager_case = dataclasses.replace(case, capture=False, revisit=False, revisited=False)
+        return _checked_alone(backend, eager_case, exposed, found[1], found[0])
+    earlier = [(c, expose_intermediates(w).workload) for c, w in prefix]
+    found = _rerun(backend, case, exposed, exposed.workload, exposed.nodes, earlier, capture=True)
+    own_copies = [node for node in exposed.nodes if node.own and node.copy]
+    if found is None and own_copies:
+        found = _rerun(backend, case, exposed, workload, own_copies, prefix, capture=True)
+    return found[0] if found else None
+
+
+def _rerun(
+    backend: Backend,
+    case: Case,
+    exposed: Exposed,
+    workload: Workload,
+    nodes: Sequence[ExposedNode],
+    earlier: Sequence[tuple[Case, Workload]],
+    capture: bool,
+) -> tuple[dict[str, Any], Variant] | None:
+    """`workload` run eager and, for a capture bug, after the `earlier` captures and with
+    capture: the first of `nodes` that diverges in the first run that went wrong (capture
+    against eager, or eager against onnxruntime CPU), and that run's input variant."""
+    for earlier_case, earlier_workload in earlier:
+        backend.run(CaseWork(earlier_case, earlier_workload))
     eager_case = dataclasses.replace(case, capture=False, revisit=False, revisited=False)
-    eager = backend.run(CaseWork(eager_case, exposed.workload))
+    eager = backend.run(CaseWork(eager_case, workload))
     if eager.status != "ok":
         return None
-    suspect = backend.run(CaseWork(case, exposed.workload)) if capture_bug else eager
+    suspect = backend.run(CaseWork(case, workload)) if capture else eager
     if suspect.status != "ok":
         return None
-    feeds = exposed.workload.feeds(len(suspect.runs))
-    references = ReferenceCache(None).references(exposed.workload)  # one CPU session a shape
-    for index, outputs in enumerate(suspect.runs):  # the first run that went wrong tells
+    feeds = workload.feeds(len(suspect.runs))
+    references = ReferenceCache(None).references(workload)  # one CPU session a shape
+    for index, outputs in enumerate(suspect.runs):
         variant = feeds[min(index, len(feeds) - 1)].variant
         cpu = references[variant]
-        if capture_bug:
+        if capture:
             if index >= len(eager.runs):
                 break
             want, against = eager.runs[index], "eager"
         else:
             want, against = cpu, "onnxruntime CPU"
-        values = {**exposed.workload.inputs_of(variant), **cpu}
-        divergent = _first_divergence(exposed, exposed.nodes, outputs, want, values, case.tolerance)
-        if divergent is None:
-            continue
-        found = {**divergent, "against": against, "run": index + 1}
-        if capture_bug:
-            return found
-        return _checked_alone(backend, eager_case, exposed, variant, found)
+        values = {**workload.inputs_of(variant), **cpu}
+        divergent = _first_divergence(exposed, nodes, outputs, want, values, case.tolerance)
+        if divergent is not None:
+            return {**divergent, "against": against, "run": index + 1}, variant
     return None
 
 

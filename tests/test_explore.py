@@ -22,6 +22,7 @@ from runner.backends.base import BackendOptions
 from runner.cli import main
 from runner.errors import ExitCode
 from runner.explore import explorer
+from runner.explore.database import PassDatabase
 from runner.explore.machine import machine_factory
 from runner.explore.space import Space, SuiteModels, suite_model
 from runner.scenario.values import (
@@ -282,7 +283,7 @@ def test_an_example_explore_interrupts_is_not_saved_for_the_next_explore():
             if Interrupted.examples == 5:
                 raise explorer.BudgetSpent
 
-    for wrap, saved in ((lambda database: database, True), (explorer._PassDatabase, False)):
+    for wrap, saved in ((lambda database: database, True), (PassDatabase, False)):
         Interrupted.examples = 0
         database = InMemoryExampleDatabase()
         assert explorer._run_pass(

@@ -119,6 +119,75 @@ def test_an_output_that_copies_its_input_is_named_a_copy_whatever_its_op():
     assert node["attributes"] == {"perm": [1, 0]}
 
 
+def identity_beside_mul() -> bytes:
+    """Identity(x0) -> t0 beside Mul(x1, 300) -> t1 -> Identity -> t2: explore's finding on JSEP
+    1.20.1, whose t0 goes stale under capture only while t1 is no graph output."""
+    c = helper.make_tensor("c", TensorProto.FLOAT, [], [300.0])
+    graph = helper.make_graph(
+        [
+            helper.make_node("Identity", ["x0"], ["t0"], name="n0"),
+            helper.make_node("Mul", ["x1", "c"], ["t1"], name="n1"),
+            helper.make_node("Identity", ["t1"], ["t2"], name="n2"),
+        ],
+        "g",
+        [helper.make_tensor_value_info(v, TensorProto.FLOAT, [1]) for v in ("x0", "x1")],
+        [helper.make_tensor_value_info(v, TensorProto.FLOAT, [1]) for v in ("t0", "t2")],
+        [c],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]).SerializeToString()
+
+
+@pytest.mark.parametrize("stale", [True, False])
+def test_a_stale_copy_that_exposing_hides_is_found_among_the_models_own_copies(stale):
+    """The rerun with every intermediate exposed passes; the model as it ran is rerun, and its
+    first own output that is a copy and diverges is named. Where none does, nothing is."""
+    x0, x1 = np.array([0.25], np.float32), np.array([-0.5], np.float32)
+    workload = Workload("w", identity_beside_mul(), {"x0": x0, "x1": x1}, ("t0", "t2"), {})
+    spec, target = ModelSpec("m"), BackendTarget("ort-web", "jsep")
+    suite = Suite("s", Path("s.yaml"), (spec,), (STATIC_SHAPE,), (Layout("default"),), (target,))
+    case = Case(suite, spec, STATIC_SHAPE, Layout("default"), target, True, Tolerance())
+
+    class StaleUnlessExposed:
+        def run(self, work: CaseWork) -> BackendRun:
+            names = work.workload.output_names
+            right = {"t0": x0, "t1": x1 * 300, "t2": x1 * 300}
+            outputs = {name: right[name] for name in names}
+            if stale and work.case.capture and "t1" not in names:
+                outputs["t0"] = x0 + 0.0611
+            return BackendRun(runs=(outputs,))
+
+    verdicts = frozenset({"capture-mismatch"})
+    node = first_divergent_node(StaleUnlessExposed(), case, workload, verdicts)
+    if not stale:
+        assert node is None
+        return
+    assert node is not None
+    assert (node["name"], node["output"], node["copy"], node["against"]) == (
+        "n0",
+        "t0",
+        True,
+        "eager",
+    )
+    assert node["max_abs"] == pytest.approx(0.0611)
+
+
+@pytest.mark.browser
+def test_jseps_stale_identity_beside_a_mul_is_localized_as_a_stale_copy(tmp_path):
+    """Explore's Identity+Mul finding on JSEP 1.20.1, at the pinned build: its cause, declared
+    stale-copy-output in ort-reshape-output-stale.yaml, is what localization finds (`run` checks
+    it), so explore-report merges it with the Reshape's."""
+    suite = REPO / "suites/bugs/ort-reshape-output-stale.yaml"
+    done = regress(
+        "run", suite, "--filter", "model=identity-beside-mul", "--filter", "backend=ort-web:jsep",
+        "--filter", "capture=capture", "--out", tmp_path, "-q",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    [result] = [json.loads(line) for line in next(tmp_path.rglob("results.jsonl")).open()]
+    assert result["verdict"] == "capture-mismatch"
+    node = result["divergent_node"]
+    assert (node["op_type"], node["output"], node["copy"]) == ("Identity", "t0", True)
+
+
 def neg_beside_abs() -> bytes:
     """Two nodes that share nothing: Neg(x) -> n, Abs(y) -> m, both graph outputs."""
     graph = helper.make_graph(

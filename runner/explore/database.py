@@ -1,5 +1,6 @@
 """Explore's example databases: a folder of Hypothesis databases (one per target, faults and
-models) that many explores share, and read-only ones they replay from.
+models, ``database_folder``) that many explores share, read-only ones they replay from, and
+the database one pass of an explore sees (``PassDatabase``).
 
 A campaign shares one such folder between jobs (``--database``) and replays others, e.g. a CI
 artifact downloaded from an earlier run (``--replay-from``), composed with what Hypothesis ships:
@@ -14,13 +15,16 @@ before anything is read or written.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import secrets
 import shutil
+import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hypothesis
 from hypothesis.database import (
@@ -32,6 +36,9 @@ from hypothesis.database import (
 
 from runner.errors import InvalidInput
 from runner.files import write_atomic
+
+if TYPE_CHECKING:
+    from runner.explore.space import Space
 
 FORMAT = 1  # of the folder's layout: the newest this runner reads and the one it writes
 MARKER = "explore-database.json"
@@ -184,3 +191,45 @@ def merge_folders(
         for source in sources:
             shutil.copytree(source, out / name, dirs_exist_ok=True)
     return out
+
+
+class Interruption(BaseException):
+    """What explore raises to stop a pass: not an ``Exception``, so Hypothesis lets it through
+    (after saving the interrupted example, which ``PassDatabase`` drops)."""
+
+
+class PassDatabase(ExampleDatabase):
+    """The example database as one pass sees it. Hypothesis saves every example that raised a
+    ``BaseException``, to replay it first next time; an example explore interrupted
+    (``Interruption``: the budget spent, scenarios skipped) did not fail, and would waste the
+    next explore's first example (or all of a short budget) replaying it, so it is not saved.
+    A later pass (`keep_fetched`) never deletes what it was handed either: it treats those
+    known failures as passing, which must not read as fixed."""
+
+    def __init__(self, inner: ExampleDatabase, keep_fetched: bool = False):
+        super().__init__()
+        self.inner, self.keep_fetched = inner, keep_fetched
+        self.fetched: set[tuple[bytes, bytes]] = set()
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        for value in self.inner.fetch(key):
+            self.fetched.add((key, value))
+            yield value
+
+    def save(self, key: bytes, value: bytes) -> None:
+        # Hypothesis saves an interrupted example while handling the interruption
+        if not isinstance(sys.exc_info()[1], Interruption):
+            self.inner.save(key, value)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        if not (self.keep_fetched and (key, value) in self.fetched):
+            self.inner.delete(key, value)
+
+
+def database_folder(space: Space, inject: frozenset[str], root: Path) -> Path:
+    """One example database per target, faults and models: a choice sequence means a scenario
+    only over the same models and steps."""
+    models = space.source.key()
+    text = repr((space.target.id, space.target.version, sorted(inject), models, space.actions))
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return root / f"{space.target.id.replace(':', '-')}-{digest}"

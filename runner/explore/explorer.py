@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import itertools
 import json
 import math
-import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +49,12 @@ from runner.explore.cases import (
     run_cases,
     write_model_finding,
 )
-from runner.explore.database import example_database
+from runner.explore.database import (
+    Interruption,
+    PassDatabase,
+    database_folder,
+    example_database,
+)
 from runner.explore.finding import (
     BackendMachine,
     Failure,
@@ -81,11 +84,6 @@ GRACE_MIN_S = 30.0
 SHRINK_EXAMPLES = 40
 PROGRESS_EVERY_S = 10.0
 NOT_ALONE = "it fails only after other examples on one device (a program one of them compiled)"
-
-
-class Interruption(BaseException):
-    """What explore raises to stop a pass: not an ``Exception``, so Hypothesis lets it through
-    (after saving the interrupted example, which ``_PassDatabase`` drops)."""
 
 
 class BudgetSpent(Interruption):
@@ -334,9 +332,9 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
     space, options = request.space, request.options
     target = space.target
     root = request.databases or cache_root() / "explore"
-    database_folder = _database_folder(space, options.inject, root)
+    folder = database_folder(space, options.inject, root)
     # checked before anything runs: a folder refused leaves nothing written
-    examples_database = example_database(root, database_folder.name, request.replay_from)
+    examples_database = example_database(root, folder.name, request.replay_from)
     REGISTRY[target.name].prepared([target], say)
     began, started = time.monotonic(), record.now()
     # every example on a device (on ort-web an instance) of its own: its verdict is its own, as
@@ -350,7 +348,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         findings: list[Found] = []
         refusals: list[record.RefusalRecord] = []
         written: set[tuple] = set()
-        database = _PassDatabase(examples_database)
+        database = PassDatabase(examples_database)
         for pass_number in itertools.count(1):
             examine.pending.clear()
             pass_seed = None if request.seed is None else request.seed + pass_number - 1
@@ -393,7 +391,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
                 break
             # Later passes must not delete known failures from the database: there they are
             # known, not fixed, and the next explore should replay them first.
-            database = _PassDatabase(database.inner, keep_fetched=True)
+            database = PassDatabase(database.inner, keep_fetched=True)
         say(examine.progress())
         machine = machine or _machine(backend, target, None)
     finally:
@@ -410,7 +408,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         request.budget_s,
         counts,
         started,
-        database_folder.name,
+        folder.name,
         tuple(findings),
         examine.covered,
         tuple(refusals),
@@ -418,7 +416,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
     )
     written = record.write_record(request.out, done)
     found = (done.covered, done.refusals, done.dimensions)
-    return Explored(tuple(findings), *counts, database_folder, written, *found)
+    return Explored(tuple(findings), *counts, folder, written, *found)
 
 
 def _write(
@@ -526,43 +524,6 @@ def _failure_type(kind: FailureKind) -> type[FailedScenario]:
     if kind not in _FAILURE_TYPES:
         _FAILURE_TYPES[kind] = type(f"FailedScenario[{kind[0]}]", (FailedScenario,), {})
     return _FAILURE_TYPES[kind]
-
-
-class _PassDatabase(ExampleDatabase):
-    """The example database as one pass sees it. Hypothesis saves every example that raised a
-    ``BaseException``, to replay it first next time; an example explore interrupted
-    (``Interruption``: the budget spent, scenarios skipped) did not fail, and would waste the
-    next explore's first example (or all of a short budget) replaying it, so it is not saved.
-    A later pass (`keep_fetched`) never deletes what it was handed either: it treats those
-    known failures as passing, which must not read as fixed."""
-
-    def __init__(self, inner: ExampleDatabase, keep_fetched: bool = False):
-        super().__init__()
-        self.inner, self.keep_fetched = inner, keep_fetched
-        self.fetched: set[tuple[bytes, bytes]] = set()
-
-    def fetch(self, key: bytes) -> Iterable[bytes]:
-        for value in self.inner.fetch(key):
-            self.fetched.add((key, value))
-            yield value
-
-    def save(self, key: bytes, value: bytes) -> None:
-        # Hypothesis saves an interrupted example while handling the interruption
-        if not isinstance(sys.exc_info()[1], Interruption):
-            self.inner.save(key, value)
-
-    def delete(self, key: bytes, value: bytes) -> None:
-        if not (self.keep_fetched and (key, value) in self.fetched):
-            self.inner.delete(key, value)
-
-
-def _database_folder(space: Space, inject: frozenset[str], root: Path) -> Path:
-    """One example database per target, faults and models: a choice sequence means a scenario
-    only over the same models and steps."""
-    models = space.source.key()
-    text = repr((space.target.id, space.target.version, sorted(inject), models, space.actions))
-    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-    return root / f"{space.target.id.replace(':', '-')}-{digest}"
 
 
 def _machine(backend: Backend, target: BackendTarget, seen: str | None) -> BackendMachine:
