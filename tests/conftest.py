@@ -151,9 +151,9 @@ def pytest_collection_modifyitems(config, items):
     """pytest-xdist (``--dist loadgroup``) hands each worker whole groups: the ``clock`` tests
     one after another (what an explore finds in its budget wants the cores it was measured
     on), the tests of the canary run together (it runs once), every other module whole (its
-    module fixtures made once). ``ort_gpu`` tests run where
-    a GPU is promised (``nox -s gpu`` sets REGRESS_GPU_TESTS=1): elsewhere they skip, as
-    ort-native's cases do on a machine without a GPU."""
+    module fixtures made once). ``ort_gpu`` tests run where a GPU is promised (``nox -s gpu``
+    sets REGRESS_GPU_TESTS=1): elsewhere they skip, as ort-native's cases do on a machine
+    without a GPU."""
     for item in items:
         if "clock" in item.keywords:
             group = "clock"
