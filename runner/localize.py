@@ -211,8 +211,7 @@ def first_divergent_node(
         found = _rerun(backend, case, exposed, exposed.workload, exposed.nodes, (), capture=False)
         if found is None:
             return None
-        eager_case = dataclasses.replace(case, capture=False, revisit=False, revisited=False)
-        return _checked_alone(backend, eager_case, exposed, found[1], found[0])
+        return _checked_alone(backend, case.eager_twin(), exposed, found[1], found[0])
     earlier = [(c, expose_intermediates(w).workload) for c, w in prefix]
     found = _rerun(backend, case, exposed, exposed.workload, exposed.nodes, earlier, capture=True)
     own_copies = [node for node in exposed.nodes if node.own and node.copy]
@@ -235,8 +234,7 @@ def _rerun(
     against eager, or eager against onnxruntime CPU), and that run's input variant."""
     for earlier_case, earlier_workload in earlier:
         backend.run(CaseWork(earlier_case, earlier_workload))
-    eager_case = dataclasses.replace(case, capture=False, revisit=False, revisited=False)
-    eager = backend.run(CaseWork(eager_case, workload))
+    eager = backend.run(CaseWork(case.eager_twin(), workload))
     if eager.status != "ok":
         return None
     suspect = backend.run(CaseWork(case, workload)) if capture else eager

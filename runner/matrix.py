@@ -90,6 +90,10 @@ class Case:
     def id(self) -> str:
         return f"{self.cell}/{self.mode}{'-revisit' if self.revisit else ''}"
 
+    def eager_twin(self) -> Case:
+        """This case run eager: what a capture case is compared against."""
+        return dataclasses.replace(self, capture=False, revisit=False, revisited=False)
+
     @property
     def sequence(self) -> tuple[str, str, str, str]:
         """Cases sharing this key run their layouts back to back on one device."""

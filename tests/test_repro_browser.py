@@ -44,7 +44,7 @@ CANARIES = {
 FULL_NODES = 30  # the canaries' encoder
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def canary_results(canary_run):
     """Each fault's failing result in the canary run (tests/conftest.py), on its build."""
     out, summary = canary_run

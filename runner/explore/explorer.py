@@ -349,19 +349,18 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         refusals: list[record.RefusalRecord] = []
         written: set[tuple] = set()
         database = PassDatabase(examples_database)
+        first = request.max_findings == 1  # a pass stops drawing at its first failure
         for pass_number in itertools.count(1):
             examine.pending.clear()
             pass_seed = None if request.seed is None else request.seed + pass_number - 1
             try:
-                spent = _run_pass(
-                    _examples(space, examine, pass_seed), database, request.max_findings == 1
-                )
+                spent = _run_pass(_examples(space, examine, pass_seed), database, first)
             except ExamplesSkipped as skipped:
                 raise EnvironmentUnusable(
                     f"{target.id} skips {space.source.draws} on this machine, so explore has "
                     f"nothing to draw: {skipped}"
                 ) from None
-            if request.max_findings == 1:  # what the shrinker slipped to may be smaller
+            if first:  # what the shrinker slipped to may be smaller
                 examine.pending.sort(key=lambda kind: examine.shortest[kind].size)
             for kind in examine.pending:
                 failure = examine.cut(examine.shortest[kind])

@@ -86,11 +86,7 @@ def load_subject(history: Path, result: CaseResult, with_fault: bool) -> Subject
     earlier: tuple[tuple[Case, Workload], ...] = ()
     if case.capture:
         twins = [c for c in before if c.cell == case.cell and not c.capture]
-        eager = (
-            twins[-1]
-            if twins
-            else dataclasses.replace(case, capture=False, revisit=False, revisited=False)
-        )
+        eager = twins[-1] if twins else case.eager_twin()
         earlier = tuple((c, materialize(c, runs)) for c in before if c.capture)
     return Subject(
         result=result,

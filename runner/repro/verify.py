@@ -96,7 +96,7 @@ def _values(
 ) -> dict[str, np.ndarray]:
     """`names`' values in one eager run of `workload` on `inputs`."""
     wanted = [name for name in names if name not in inputs]
-    eager = dataclasses.replace(case, capture=False, revisit=False, revisited=False)
+    eager = case.eager_twin()
     one = dataclasses.replace(workload, inputs=inputs, schedule=(), variants={})
     run = backend.run(CaseWork(eager, exposed(one, wanted)))
     if run.status != "ok":
