@@ -8,6 +8,7 @@ selected; 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -119,7 +120,11 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
+@functools.cache
 def build_parser() -> argparse.ArgumentParser:
+    """The command line, built once a process: building takes 3 ms (argparse lays out every
+    option's help), which thousands of in-process calls (the tests) would pay each time; parsing
+    leaves it as it was, and no command changes the lists of its defaults."""
     parser = argparse.ArgumentParser(
         prog="regress",
         description="Regression suite for WebGPU graph-capture bugs in ONNX Runtime.",

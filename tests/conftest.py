@@ -14,6 +14,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from runner import cli
@@ -73,9 +74,14 @@ def canary_run(tmp_path_factory):
     return out, execute(cases, out, BackendOptions(runs=3))
 
 
+RESULT_VALIDATOR = jsonschema.Draft202012Validator(
+    json.loads((REPO / "schemas/result.schema.json").read_text())
+)  # built once: ``jsonschema.validate`` checks the schema itself again on every call
+
+
 @pytest.fixture
-def result_schema():
-    return json.loads((REPO / "schemas/result.schema.json").read_text())
+def result_validator() -> jsonschema.Draft202012Validator:
+    return RESULT_VALIDATOR
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ entry each, and the modules import one another without cycles."""
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 import socket
@@ -76,6 +77,7 @@ def _imports(
     return at_load - {name}, deferred - {name}
 
 
+@functools.cache  # every runner module parsed once for the tests here, which only read it
 def _graph(type_checking: bool = False) -> dict[str, tuple[set[str], set[str]]]:
     modules = _modules()
     return {

@@ -9,7 +9,6 @@ import sqlite3
 import subprocess
 import sys
 
-import jsonschema
 import numpy as np
 import onnx
 import pytest
@@ -34,7 +33,7 @@ backends: [reference]
 """
 
 
-def test_run_records_every_case(write_suite, tmp_path, result_schema):
+def test_run_records_every_case(write_suite, tmp_path, result_validator):
     suite = write_suite(SUITE)
     out = tmp_path / "reports"
     proc = regress("run", suite, "--out", out, "--runs", "2")
@@ -48,7 +47,7 @@ def test_run_records_every_case(write_suite, tmp_path, result_schema):
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     assert len(records) == 10
     for record in records:
-        jsonschema.validate(record, result_schema)
+        result_validator.validate(record)
         assert record["verdict"] == "pass" and record["outcome"] == "expected"
         assert record["max_abs_error"] == 0.0 and record["timings"]["runs"] == 2
     assert records[0]["case_id"] == "enc/batch=1,sequence=8/layout=eps,heads/reference/eager"

@@ -7,7 +7,6 @@ import dataclasses
 import json
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from runner.backends import REGISTRY
@@ -129,7 +128,9 @@ def test_canary_models_without_faults_pass_20_times_on_wgpu(tmp_path):
     assert false_positives == []
 
 
-def test_every_mode_buffer_mode_and_graphs_pass_clean_on_wgpu(write_suite, tmp_path, result_schema):
+def test_every_mode_buffer_mode_and_graphs_pass_clean_on_wgpu(
+    write_suite, tmp_path, result_validator
+):
     """wgpu models a correct EP: new inputs every run, fresh buffers, two graphs, dynamic."""
     path = write_suite(
         """
@@ -151,4 +152,4 @@ capture: [dynamic, eager, capture]
     assert [k.rsplit("/", 1)[1] for k in results][:3] == ["dynamic", "eager", "capture"]
     assert results["fresh/batch=1,sequence=16/layout=default/wgpu/capture"]["timings"]["runs"] == 6
     for record in results.values():
-        jsonschema.validate(record, result_schema)
+        result_validator.validate(record)

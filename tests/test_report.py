@@ -46,9 +46,8 @@ from runner.report.history import load_history
 from runner.report.junit import junit_xml
 from runner.verdicts import VERDICT_CODES, VERDICTS
 
-from .conftest import REPO
+from .conftest import REPO, RESULT_VALIDATOR
 
-RESULT_SCHEMA = json.loads((REPO / "schemas" / "result.schema.json").read_text())
 SUITE_SCHEMA = json.loads((REPO / "schemas" / "suite.schema.json").read_text())
 JUNIT_XSD = REPO / "tests" / "data" / "junit-10.xsd"
 
@@ -197,7 +196,7 @@ def make_result(run_id: str, run: int, cell: Cell, suite: str = SUITE) -> dict[s
         "message": EVIL_MESSAGE if verdict == CM else f"{verdict} as seen",
         "finished_at": f"2025-01-0{run + 1}T10:00:30+00:00",
     }
-    jsonschema.validate(record, RESULT_SCHEMA)
+    RESULT_VALIDATOR.validate(record)
     return record
 
 
@@ -731,7 +730,7 @@ def test_cases_that_did_not_run_are_errors_located_at_their_model(tmp_path, monk
         {**make_result("R1", 4, CELLS[1]), "suite_path": "/elsewhere/old.yaml"},
     ]
     for record in records:
-        jsonschema.validate(record, RESULT_SCHEMA)
+        RESULT_VALIDATOR.validate(record)
     run = RunRecord.from_dict({"run_id": "R1", "started": "", "status": "complete"})
     document = etree.fromstring(junit_xml(run, [CaseResult.from_dict(r) for r in records]))
     etree.XMLSchema(etree.parse(str(JUNIT_XSD))).assertValid(document)

@@ -18,7 +18,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 from lxml import html as lxml_html
 
@@ -27,11 +26,7 @@ from runner.history.record import result_id
 from runner.report import build_reports
 from runner.report.model import DATA_FILE, SHOWN_ROWS
 
-from .conftest import REPO
-
-VALIDATOR = jsonschema.Draft202012Validator(
-    json.loads((REPO / "schemas" / "result.schema.json").read_text())
-)
+from .conftest import RESULT_VALIDATOR
 
 RUNS = ("20250301T100000Z-aaaaaa", "20250302T100000Z-bbbbbb", "20250303T100000Z-cccccc")
 FILES = ("add", "softmax", "layer-norm", "cast", "gather", "concat", "matmul", "transpose", "where")
@@ -145,7 +140,7 @@ def _record(
         "message": f"{verdict}: output_0 differs, max abs {error}" if failing else "",
         "finished_at": f"2025-03-0{run + 1}T10:{run + 10}:00+00:00",
     }
-    VALIDATOR.validate(record)
+    RESULT_VALIDATOR.validate(record)
     return record
 
 

@@ -185,7 +185,7 @@ def test_the_real_fresh_input_buffer_bug_reproduces_in_a_one_node_bundle(tmp_pat
     assert "each run in a new GPU buffer (`Tensor.fromGpuBuffer` of a fresh buffer)" in issue
 
     with served(bundle) as url:
-        (page, asked), _ = open_bundle(url)
+        [(page, asked)] = open_bundle(url, queries=("",))  # no fault to turn off
     assert page["verdict"] == "stale-input", page["lines"]
     assert "stale-input: run 2 returned the output for run 1's inputs" in "\n".join(page["lines"])
     assert page["lines"][-1] == "FAIL: stale-input"
@@ -232,7 +232,7 @@ def test_a_scenario_bundle_replays_an_injected_stale_replay_in_chromium(write_su
     ).read_bytes()
 
     with served(bundle) as url:
-        (faulty, asked), (clean, _) = open_bundle(url, queries=("", "?faults=off"))
+        (faulty, asked), (clean, _) = open_bundle(url)
     assert faulty["verdict"] == "stale-input", faulty["lines"]
     assert faulty["lines"][-2:] == [result["message"], "FAIL: stale-input"]
     assert clean["verdict"] == "pass" and clean["lines"][-1] == "PASS", clean["lines"]
