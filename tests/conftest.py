@@ -23,6 +23,9 @@ from runner.history import CaseResult
 from runner.verdicts import Outcome
 
 REPO = Path(__file__).resolve().parents[1]
+RESULT_VALIDATOR = jsonschema.Draft202012Validator(
+    json.loads((REPO / "schemas/result.schema.json").read_text())
+)  # built once: ``jsonschema.validate`` checks the schema itself again on every call
 
 
 def regress(*args, cwd=None, env=None, process=False, timeout=600) -> subprocess.CompletedProcess:
@@ -72,16 +75,6 @@ def canary_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("canaries")
     cases = expand_matrix([load_suite(REPO / "suites/canaries.yaml", REGISTRY)])
     return out, execute(cases, out, BackendOptions(runs=3))
-
-
-RESULT_VALIDATOR = jsonschema.Draft202012Validator(
-    json.loads((REPO / "schemas/result.schema.json").read_text())
-)  # built once: ``jsonschema.validate`` checks the schema itself again on every call
-
-
-@pytest.fixture
-def result_validator() -> jsonschema.Draft202012Validator:
-    return RESULT_VALIDATOR
 
 
 @pytest.fixture

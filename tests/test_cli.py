@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from runner import cli
 
-from .conftest import REPO, regress
+from .conftest import REPO, RESULT_VALIDATOR, regress
 
 SUITE = """
 name: e2e
@@ -33,7 +33,7 @@ backends: [reference]
 """
 
 
-def test_run_records_every_case(write_suite, tmp_path, result_validator):
+def test_run_records_every_case(write_suite, tmp_path):
     suite = write_suite(SUITE)
     out = tmp_path / "reports"
     proc = regress("run", suite, "--out", out, "--runs", "2")
@@ -47,7 +47,7 @@ def test_run_records_every_case(write_suite, tmp_path, result_validator):
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     assert len(records) == 10
     for record in records:
-        result_validator.validate(record)
+        RESULT_VALIDATOR.validate(record)
         assert record["verdict"] == "pass" and record["outcome"] == "expected"
         assert record["max_abs_error"] == 0.0 and record["timings"]["runs"] == 2
     assert records[0]["case_id"] == "enc/batch=1,sequence=8/layout=eps,heads/reference/eager"

@@ -16,6 +16,8 @@ from runner.pipeline import execute
 from runner.suite import load_suite
 from runner.suite.spec import Expectation
 
+from .conftest import RESULT_VALIDATOR
+
 pytestmark = pytest.mark.gpu
 
 SEQUENCE = """
@@ -128,9 +130,7 @@ def test_canary_models_without_faults_pass_20_times_on_wgpu(tmp_path):
     assert false_positives == []
 
 
-def test_every_mode_buffer_mode_and_graphs_pass_clean_on_wgpu(
-    write_suite, tmp_path, result_validator
-):
+def test_every_mode_buffer_mode_and_graphs_pass_clean_on_wgpu(write_suite, tmp_path):
     """wgpu models a correct EP: new inputs every run, fresh buffers, two graphs, dynamic."""
     path = write_suite(
         """
@@ -152,4 +152,4 @@ capture: [dynamic, eager, capture]
     assert [k.rsplit("/", 1)[1] for k in results][:3] == ["dynamic", "eager", "capture"]
     assert results["fresh/batch=1,sequence=16/layout=default/wgpu/capture"]["timings"]["runs"] == 6
     for record in results.values():
-        result_validator.validate(record)
+        RESULT_VALIDATOR.validate(record)

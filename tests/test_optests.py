@@ -33,7 +33,7 @@ from runner.suite.spec import BackendTarget, OpAttribute
 from runner.workload import materialize, workload_key
 from runner.workload.optest import expected_outputs, op_test_model
 
-from .conftest import REPO
+from .conftest import REPO, RESULT_VALIDATOR
 
 FIXTURES = REPO / "tests/data/optests"
 EXAMPLE = REPO / "suites/ort-ops.example.yaml"
@@ -590,7 +590,7 @@ def test_fixtures_on_wgpu(tmp_path):
     assert elapsed < 20, f"{elapsed:.1f} s"
 
 
-def test_the_readme_commands(tmp_path, result_validator):
+def test_the_readme_commands(tmp_path):
     """Run the example suite from the command line, filtered by operator, then summarize it."""
 
     def command(*args):
@@ -617,7 +617,7 @@ def test_the_readme_commands(tmp_path, result_validator):
     [results] = (out / "runs").glob("*/results.jsonl")
     records = [json.loads(line) for line in results.read_text().splitlines()]
     for record in records:
-        result_validator.validate(record)
+        RESULT_VALIDATOR.validate(record)
     assert {r["verdict"] for r in records} == {"pass", "expected-mismatch"} and len(records) == 10
     proc = command("-m", "runner.report.optests", EXAMPLE, "--results", results)
     assert proc.returncode == 0, proc.stderr

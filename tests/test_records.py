@@ -6,13 +6,13 @@ from __future__ import annotations
 from runner.history import CaseResult, RunRecord, RunStatus
 from runner.verdicts import Outcome
 
-from .conftest import case_result
+from .conftest import RESULT_VALIDATOR, case_result
 
 
-def test_a_result_reads_back_as_it_was_written(result_validator):
+def test_a_result_reads_back_as_it_was_written():
     result = case_result(version="1.30.0", suite_line=7, injected=["racy-replay"])
     record = result.to_dict()
-    result_validator.validate(record)
+    RESULT_VALIDATOR.validate(record)
     assert CaseResult.from_dict(record) == result
     assert CaseResult.from_dict(record).outcome is Outcome.EXPECTED
 

@@ -37,7 +37,7 @@ from runner.repro.verify import Rerun
 from runner.suite import load_suite
 from runner.workload import materialize
 
-from .conftest import REPO, regress
+from .conftest import REPO, RESULT_VALIDATOR, regress
 
 SUITE = """
 name: chain
@@ -103,9 +103,9 @@ def _failing(record: dict, backend: str, rid: str) -> dict:
     }
 
 
-def test_results_record_the_digest_of_the_model_they_ran(history, result_validator):
+def test_results_record_the_digest_of_the_model_they_ran(history):
     record = history["passing"]
-    result_validator.validate(record)
+    RESULT_VALIDATOR.validate(record)
     [_, case] = expand_suite(load_suite(history["suite"], REGISTRY))
     assert record["model_digest"] == hashlib.sha256(materialize(case).model).hexdigest()
 
