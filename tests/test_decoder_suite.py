@@ -233,7 +233,7 @@ def test_a_generation_loop_past_the_memory_budget_is_refused(write_suite, monkey
         """,
         name="file.yaml",
     )
-    monkeypatch.setattr("runner.suite.loader.MAX_TENSOR_BYTES", 1 << 20)
+    monkeypatch.setattr("runner.suite.builder.MAX_TENSOR_BYTES", 1 << 20)
     with pytest.raises(InvalidInput) as info:
         load_suite(cached, REGISTRY)
     assert [str(p) for p in info.value.problems] == [

@@ -1,4 +1,4 @@
-"""What a suite declares, as frozen values; built by ``runner.suite.loader``.
+"""What a suite declares, as frozen values; built by ``runner.suite.builder``.
 
 These are descriptions only: nothing here builds a model or touches a device.
 """
