@@ -21,7 +21,7 @@ from runner.backends import REGISTRY
 from runner.backends.base import BackendOptions
 from runner.cli import main
 from runner.errors import ExitCode
-from runner.explore import explorer
+from runner.explore import explorer, ledgers
 from runner.explore.database import PassDatabase
 from runner.explore.machine import machine_factory
 from runner.explore.space import Space, SuiteModels, suite_model
@@ -203,7 +203,7 @@ def test_a_finding_the_budget_cut_short_is_said_so_and_shrinks_further_on_a_reru
     is written as far as it shrank, marked so; explore over the same cache folder replays it
     first and goes on from there."""
     for constant in ("SHRINK_GRACE", "GRACE_MIN_S", "SHRINK_EXAMPLES"):
-        monkeypatch.setattr(explorer, constant, 0)
+        monkeypatch.setattr(ledgers, constant, 0)
     # Seed 1 first sees the canary at the 22nd scenario (220 s on this clock); Hypothesis goes on
     # drawing (it looks for more bugs, up to twice as many examples) and has begun shrinking, its
     # failure saved to the database, when 400 s end the pass.

@@ -10,7 +10,7 @@ cause: ``ModelFailure.kind``), so nothing is found twice in one explore. Its exa
 lives in the cache folder, per target and faults, so a rerun replays known failures first.
 Hypothesis has no time limit of its own: the budget is checked before each example, which raises
 ``BudgetSpent`` (not an ``Exception``, so Hypothesis lets it through) once it is spent; a failure
-seen before then may overrun it to shrink (``_Examiner.grace``), and is written as the smallest
+seen before then may overrun it to shrink (``Budget.grace``), and is written as the smallest
 failing example seen when even that runs out.
 
 Where a scenario costs seconds (ort-web: an onnxruntime-web instance each), shrinking is most of
@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-import json
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -63,31 +62,20 @@ from runner.explore.finding import (
     finding_header,
     found_by,
     signature,
-    sized,
     write_finding,
 )
 from runner.explore.generated import Coverage, GeneratedModel, OpCovered, without_bystanders
+from runner.explore.ledgers import Budget, BudgetSpent, Kinds, Lacking
 from runner.explore.machine import cut_after, machine_factory
-from runner.explore.space import COUNTED, ExploredModel, Space, lacking_file, learned_lacking
-from runner.files import cache_root, write_atomic
+from runner.explore.space import COUNTED, ExploredModel, Space
+from runner.files import cache_root
 from runner.matrix import ScenarioTarget
 from runner.oracle import ReferenceCache
 from runner.step import Step
 from runner.suite.scenarios import Scenario
 
 MAX_STEPS = 8  # steps per drawn scenario; the known triggers take two to four
-SHRINK_GRACE = 0.25  # of the budget (at least GRACE_MIN_S): how long a found failure may shrink
-GRACE_MIN_S = 30.0
-# ... or as long as this many examples take at the pace so far, if longer: Hypothesis needs a
-# few dozen to shrink an 8-step scenario, which takes minutes where a scenario takes seconds
-# (ort-web on SwiftShader)
-SHRINK_EXAMPLES = 40
-PROGRESS_EVERY_S = 10.0
 NOT_ALONE = "it fails only after other examples on one device (a program one of them compiled)"
-
-
-class BudgetSpent(Interruption):
-    """Raised before an example once the budget is spent."""
 
 
 class ExamplesSkipped(Interruption):
@@ -143,18 +131,13 @@ class _Examiner:
         self.request, self.backend, self.say = request, backend, say
         self.oracle = ReferenceCache(None).references  # in memory, shared by the examples
         self.step = Step(self.oracle, request.options)
-        self.began = self.said = time.monotonic()
-        self.deadline = self.began + request.budget_s
+        self.budget = Budget(request.budget_s)
         self.examples = self.steps = 0  # distinct examples run, and their steps (or cases)
         # each example runs once: by _scenario_key, or a drawn model's digest (a string: why
         # it was discarded)
         self.outcomes: dict[Any, Failure | ModelFailure | str | None] = {}
-        # what the target lacks (ops, float16, ops in float16), learned by earlier explores too
-        self.lacking: dict[str, str] = learned_lacking(request.space.target)
-        self.shortest: dict[FailureKind, Failure | ModelFailure] = {}
-        self.first_seen: dict[FailureKind, tuple[int, float]] = {}  # examples, seconds
-        self.known: set[FailureKind] = set()  # found by an earlier pass: passing now
-        self.pending: list[FailureKind] = []  # found in this pass, shrinking
+        self.lacking = Lacking(request.space.target, say)
+        self.kinds = Kinds(say)
         self.covered = Coverage()  # of the drawn models judged
         # where programs outlive an example, a failure counts only if it fails on a new device
         self.confirms = REGISTRY[request.space.target.name].programs_per_process
@@ -173,7 +156,7 @@ class _Examiner:
         fresh = explored.digest not in self.outcomes
         if fresh:
             generated = explored.generated
-            if _needs(generated) & self.lacking.keys():
+            if self.lacking.any_of(_needs(generated)):
                 reject()  # not run; an example run before keeps its outcome
             ran = run_cases(explored, self.backend, self.oracle, self.request.options)
             if ran.failing and self._alone_passes(lambda: run_cases(
@@ -187,14 +170,13 @@ class _Examiner:
                 raise ExamplesSkipped(skipped[0].judgement.message)
             if skipped:  # a float16 model where float32 ones run (no shader-f16)
                 self.outcomes[explored.digest] = skipped[0].judgement.message
-                self._learn(generated.dtype, skipped[0].judgement.message)
+                self.lacking.learn(generated.dtype, skipped[0].judgement.message)
             elif ran.discarded:
                 self.outcomes[explored.digest] = ran.discarded
                 if ran.lacking:
                     op, why = ran.lacking
                     lacked = op if generated.dtype == "float32" else f"{op} in {generated.dtype}"
-                    if lacked not in self.lacking:
-                        self._learn(lacked, why)
+                    self.lacking.learn(lacked, why)
             else:
                 self.covered.add(explored.generated)
                 failing = ran.failing
@@ -209,36 +191,20 @@ class _Examiner:
 
     def _on_time(self) -> float:
         """Now, after the budget's check and the progress line that is due."""
-        now = time.monotonic()
-        if now > self.deadline + (self.grace() if self.pending else 0):
-            raise BudgetSpent
-        if now - self.said > PROGRESS_EVERY_S:
-            self.said = now
+        now = self.budget.check(self.examples, shrinking=bool(self.kinds.pending))
+        if self.budget.progress_due():
             self.say(self.progress())
         return now
 
     def _judged(self, failure: Failure | ModelFailure | None, fresh: bool, now: float) -> None:
         kind = None if failure is None else failure.kind
-        if kind is None or kind in self.known:
+        if kind is None or kind in self.kinds.known:
             return
         # an example run in an earlier pass may fail as a kind new in this one (apart from a
         # finding written since): tallied when first seen, so that it is shrunk and written
-        if fresh or kind not in self.first_seen:
-            self._keep(failure, kind, now)
+        if fresh or kind not in self.kinds.first_seen:
+            self.kinds.keep(failure, kind, self.examples, now - self.budget.began)
         raise _failure_type(kind)(failure.result.message)
-
-    def known_finding(self, kind: FailureKind) -> None:
-        """`kind` is known from now on: it passes in later passes."""
-        self.known.add(kind)
-
-    def _learn(self, lacked: str, why: str) -> None:
-        """`lacked` (an op, an op in float16, float16) is not drawn again on this target and
-        version (from the next pass, and the next explore: kept in the cache folder)."""
-        self.lacking[lacked] = why
-        path = lacking_file(self.request.space.target)
-        known = json.loads(path.read_text()) if path.is_file() else {}
-        write_atomic(path, json.dumps({**known, lacked: why}, indent=1, sort_keys=True).encode())
-        self.say(f"{self.request.space.target.id} lacks {lacked} ({why}): no longer drawn")
 
     def outcome(self, explored: ExploredModel, scenario: Scenario) -> Failure | None:
         """`scenario`'s failure, or None when it passed: run the first time it is asked for,
@@ -273,19 +239,6 @@ class _Examiner:
             self.say(f"a failure passed on a new device: {NOT_ALONE}; not counted")
         return True
 
-    def _keep(self, failure: Failure | ModelFailure, kind: FailureKind, now: float) -> None:
-        """Tally a failing example: its kind if new, and it if its kind's shortest."""
-        size = failure.size
-        if kind not in self.first_seen:
-            self.first_seen[kind] = (self.examples, now - self.began)
-            self.pending.append(kind)
-            self.say(f"failure: {failure.result.message} ({sized(size, failure.unit)}); shrinking")
-        shortest = self.shortest.get(kind)
-        if shortest is not None and size < shortest.size:
-            self.say(f"shrunk {kind[0]} to {sized(size, failure.unit)}")
-        if shortest is None or size <= shortest.size:
-            self.shortest[kind] = failure  # Hypothesis shrinks: the later of equals is simpler
-
     def cut(self, failure: Failure | ModelFailure) -> Failure | ModelFailure:
         """A scenario's `failure` without the steps after its failing one, when that scenario,
         run, fails alike: Hypothesis may keep steps past the failure that cost nothing to keep
@@ -313,17 +266,11 @@ class _Examiner:
         smaller = ModelFailure(explored, ran.failing, ran.stepped, ran.divergent)
         return smaller if smaller.kind == failure.kind else failure
 
-    def grace(self) -> float:
-        """How long past the budget a failure may shrink: a share of the budget, or the time
-        ``SHRINK_EXAMPLES`` examples take at the pace so far, whichever is longer."""
-        pace = (time.monotonic() - self.began) / max(1, self.examples)
-        return max(GRACE_MIN_S, SHRINK_GRACE * self.request.budget_s, SHRINK_EXAMPLES * pace)
-
     def progress(self) -> str:
         return (
             f"explore: {self.examples} examples, {self.steps} "
             f"{COUNTED[self.request.space.source.draws][1]} in "
-            f"{time.monotonic() - self.began:.0f} s; {len(self.shortest)} failure kind(s) so far"
+            f"{self.budget.elapsed():.0f} s; {len(self.kinds.shortest)} failure kind(s) so far"
             + (f"; {self.not_alone} gone on a new device" if self.not_alone else "")
         )
 
@@ -351,7 +298,8 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         database = PassDatabase(examples_database)
         first = request.max_findings == 1  # a pass stops drawing at its first failure
         for pass_number in itertools.count(1):
-            examine.pending.clear()
+            kinds = examine.kinds
+            kinds.pending.clear()
             pass_seed = None if request.seed is None else request.seed + pass_number - 1
             try:
                 spent = _run_pass(_examples(space, examine, pass_seed), database, first)
@@ -361,10 +309,10 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
                     f"nothing to draw: {skipped}"
                 ) from None
             if first:  # what the shrinker slipped to may be smaller
-                examine.pending.sort(key=lambda kind: examine.shortest[kind].size)
-            for kind in examine.pending:
-                failure = examine.cut(examine.shortest[kind])
-                examine.known_finding(kind)
+                kinds.pending.sort(key=lambda kind: kinds.shortest[kind].size)
+            for kind in kinds.pending:
+                failure = examine.cut(kinds.shortest[kind])
+                kinds.known.add(kind)  # it passes in later passes
                 if failure.signature in written:  # another kind shrank to the same example
                     continue
                 written.add(failure.signature)
@@ -377,7 +325,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
                     continue
                 machine = machine or _machine(backend, target, failure.result.adapter)
                 path = _write(failure, request, machine, say)
-                examples, seconds = examine.first_seen[kind]
+                examples, seconds = kinds.first_seen[kind]
                 found = Found(failure, path, examples, seconds, spent)
                 findings.append(found)
                 say(f"found {failure.result.verdict} in {found.size}: {path}")
@@ -386,7 +334,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
             if len(findings) == request.max_findings:
                 say(f"stopping: {len(findings)} finding(s) written (--max-findings)")
                 break
-            if spent or not examine.pending:
+            if spent or not kinds.pending:
                 break
             # Later passes must not delete known failures from the database: there they are
             # known, not fixed, and the next explore should replay them first.
@@ -396,7 +344,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
     finally:
         backend.close()
     counts = (examine.examples, examine.steps, time.monotonic() - began)
-    lacking = examine.lacking  # learned before and while exploring
+    lacking = examine.lacking.why  # learned before and while exploring
     refusals += [record.RefusalRecord("unsupported-op", why, (op,)) for op, why in lacking.items()]
     done = record.run_record(
         space,
@@ -493,7 +441,7 @@ def _uncapped_shrinking() -> Iterator[None]:
     """Hypothesis without its shrink time cap (``MAX_SHRINKING_SECONDS``, 5 minutes, after which
     it reports the failure unshrunk): where a scenario takes 8-10 s (ort-web) that is about 30
     examples, too few to shrink an 8-step scenario. The budget's grace bounds shrinking
-    instead (``_Examiner.grace``). Hypothesis documents the constant as monkeypatchable for
+    instead (``Budget.grace``). Hypothesis documents the constant as monkeypatchable for
     this; it is restored when the pass ends."""
     capped = hypothesis_engine.MAX_SHRINKING_SECONDS
     hypothesis_engine.MAX_SHRINKING_SECONDS = math.inf

@@ -1,0 +1,114 @@
+"""What an explore keeps while it runs, each in an object of its own: its time (``Budget``), the
+kinds of failure it has seen (``Kinds``) and what its target lacks (``Lacking``)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+from runner.backends.base import BackendTarget
+from runner.explore.cases import ModelFailure
+from runner.explore.database import Interruption
+from runner.explore.finding import Failure, FailureKind, sized
+from runner.explore.space import lacking_file, learned_lacking
+from runner.files import write_atomic
+
+SHRINK_GRACE = 0.25  # of the budget (at least GRACE_MIN_S): how long a found failure may shrink
+GRACE_MIN_S = 30.0
+# ... or as long as this many examples take at the pace so far, if longer: Hypothesis needs a
+# few dozen to shrink an 8-step scenario, which takes minutes where a scenario takes seconds
+# (ort-web on SwiftShader)
+SHRINK_EXAMPLES = 40
+PROGRESS_EVERY_S = 10.0
+
+
+class BudgetSpent(Interruption):
+    """Raised before an example once the budget is spent."""
+
+
+class Budget:
+    """An explore's time: when it ends, how long past that a failure found may shrink, and when
+    a progress line is due."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.began = self._said = time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.began
+
+    def check(self, examples: int, shrinking: bool) -> float:
+        """Now; raises BudgetSpent once the budget is spent (with the grace, while a failure
+        found in this pass is `shrinking`)."""
+        now = time.monotonic()
+        if now > self.began + self.seconds + (self.grace(examples) if shrinking else 0):
+            raise BudgetSpent
+        return now
+
+    def grace(self, examples: int) -> float:
+        """How long past the budget a failure may shrink: a share of the budget, or the time
+        ``SHRINK_EXAMPLES`` examples take at the pace of the `examples` run so far, whichever
+        is longer."""
+        pace = self.elapsed() / max(1, examples)
+        return max(GRACE_MIN_S, SHRINK_GRACE * self.seconds, SHRINK_EXAMPLES * pace)
+
+    def progress_due(self) -> bool:
+        """Whether a progress line is due (once every ``PROGRESS_EVERY_S``)."""
+        now = time.monotonic()
+        if now - self._said <= PROGRESS_EVERY_S:
+            return False
+        self._said = now
+        return True
+
+
+class Kinds:
+    """The kinds of failure seen: when each was first seen, its shortest example so far, which
+    are known (found by an earlier pass: passing from then on) and which this pass found (each
+    shrinking until the pass ends)."""
+
+    def __init__(self, say: Callable[[str], None]):
+        self.say = say
+        self.shortest: dict[FailureKind, Failure | ModelFailure] = {}
+        self.first_seen: dict[FailureKind, tuple[int, float]] = {}  # examples, seconds
+        self.known: set[FailureKind] = set()
+        self.pending: list[FailureKind] = []
+
+    def keep(
+        self, failure: Failure | ModelFailure, kind: FailureKind, examples: int, seconds: float
+    ) -> None:
+        """Tally a failing example: its kind if new, and it if its kind's shortest."""
+        size = failure.size
+        if kind not in self.first_seen:
+            self.first_seen[kind] = (examples, seconds)
+            self.pending.append(kind)
+            self.say(f"failure: {failure.result.message} ({sized(size, failure.unit)}); shrinking")
+        shortest = self.shortest.get(kind)
+        if shortest is not None and size < shortest.size:
+            self.say(f"shrunk {kind[0]} to {sized(size, failure.unit)}")
+        if shortest is None or size <= shortest.size:
+            self.shortest[kind] = failure  # Hypothesis shrinks: the later of equals is simpler
+
+
+class Lacking:
+    """What a target lacks (an op, an op in float16, float16), with why: learned by earlier
+    explores of its version (kept in the cache folder) and by this one, and drawn no more."""
+
+    def __init__(self, target: BackendTarget, say: Callable[[str], None]):
+        self.target, self.say = target, say
+        self.why: dict[str, str] = learned_lacking(target)
+
+    def any_of(self, needs: set[str]) -> bool:
+        """Whether the target lacks any of what a drawn model `needs`."""
+        return bool(needs & self.why.keys())
+
+    def learn(self, lacked: str, why: str) -> None:
+        """`lacked` is not drawn again on this target and version (from the next pass, and the
+        next explore); what is known already stays as it was learned."""
+        if lacked in self.why:
+            return
+        self.why[lacked] = why
+        path = lacking_file(self.target)
+        known = json.loads(path.read_text()) if path.is_file() else {}
+        write_atomic(path, json.dumps({**known, lacked: why}, indent=1, sort_keys=True).encode())
+        self.say(f"{self.target.id} lacks {lacked} ({why}): no longer drawn")
