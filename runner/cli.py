@@ -27,8 +27,8 @@ from runner.selection import (
     declared_cases,
     find_case,
     load,
+    plan_run,
     select,
-    select_scenarios,
     versioned_backends,
 )
 
@@ -470,10 +470,8 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
     if args.maxfail is not None and args.maxfail < 1:
         raise InvalidInput("--maxfail must be at least 1")
     selection = _selection(args)
-    cases = select(selection, console.print)
-    if fetch_packages(cases, console.print):  # a fetched decoder's sizes are read from its file
-        cases = select(selection, console.print)
-    scenarios = select_scenarios(selection)
+    plan = plan_run(selection, console.print, lambda cases: fetch_packages(cases, console.print))
+    cases, scenarios = plan.cases, plan.scenarios
     if not cases and not scenarios:
         console.print("no cases selected")
         return ExitCode.NO_CASES

@@ -106,10 +106,39 @@ def named_targets(selection: Selection) -> list[BackendTarget]:
     return list(targets)
 
 
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run runs: the cases and the scenarios one selection names, from its suites read
+    once (twice where preparing the cases changed what reading finds)."""
+
+    cases: list[Case]
+    scenarios: list[ScenarioTarget]
+
+
+def plan_run(
+    selection: Selection,
+    say: Callable[[str], None] = print,
+    prepare: Callable[[list[Case]], bool] = lambda cases: False,
+) -> RunPlan:
+    """The cases and scenarios `selection` names. `prepare` is handed the cases before the plan
+    is made (the run fetches their package models) and says whether it changed what loading
+    reads (a fetched decoder's sizes come from its file): then the suites are read again."""
+    suites = load(selection)
+    cases = _selected(suites, selection, say)
+    if prepare(cases):
+        suites = load(selection)
+        cases = _selected(suites, selection, say)
+    return RunPlan(cases, _scenarios(suites, selection))
+
+
 def select(selection: Selection, say: Callable[[str], None] = print) -> list[Case]:
     """The cases `selection` names, in run order, on exact versions (a registry is asked only
     for the targets of cases it may select); `say` hears what ``--lf`` kept."""
-    cases = select_resolved(load(selection), selection.filters, resolve_targets)
+    return _selected(load(selection), selection, say)
+
+
+def _selected(suites: list[Suite], selection: Selection, say: Callable[[str], None]) -> list[Case]:
+    cases = select_resolved(suites, selection.filters, resolve_targets)
     refuse_repeated_ids(cases)
     if selection.shard:
         try:
@@ -255,7 +284,7 @@ def sequence_until(suite: Suite, case: Case, target: BackendTarget) -> list[Case
     return sequence[: ids.index(wanted) + 1]
 
 
-def select_scenarios(selection: Selection) -> list[ScenarioTarget]:
+def _scenarios(suites: list[Suite], selection: Selection) -> list[ScenarioTarget]:
     """The suites' scenarios on each of their backends (the suite's, or `--backend`'s), on
     exact versions, as filters select them: a glob on the id (``scenario=NAME/BACKEND``) or
     ``key=glob`` on scenario, model, backend or bundle. A shard other than the first and
@@ -264,7 +293,7 @@ def select_scenarios(selection: Selection) -> list[ScenarioTarget]:
         return []
     items = [
         ScenarioTarget(suite, scenario, target)
-        for suite in load(selection)
+        for suite in suites
         for scenario in suite.scenarios
         for target in (
             scenario.backends if scenario.backends and not selection.backends else suite.backends

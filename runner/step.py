@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from runner.backends.base import (
@@ -46,6 +48,7 @@ from runner.scenario.values import ScenarioRun
 from runner.schedule import Feed, Variant
 from runner.skips import scenario_skip_reason, skip_reason
 from runner.suite.scenarios import Scenario
+from runner.suite.spec import mode_name
 from runner.verdicts import Outcome
 from runner.workload import Workload, materialize
 from runner.workload.optest import expected_outputs
@@ -83,7 +86,7 @@ class Stepped:
     def result(self, run_id: str) -> CaseResult:
         """The record the stores keep; a scenario's under the id ``scenario=NAME/BACKEND``, its
         message starting with the failing step."""
-        result = CaseResult.of(
+        result = case_result(
             run_id,
             self.case,
             self.run
@@ -295,3 +298,60 @@ def diagnose(
         return first_divergent_node(backend, case, workload, verdicts, list(prefix))
     except Exception as exc:  # localization is a diagnosis: its failure must not cost the result
         return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def case_result(
+    run_id: str,
+    case: Case,
+    run: BackendRun,
+    judgement: Judgement,
+    divergent_node: dict[str, Any] | None = None,
+    *,
+    wall_ms: float,
+    model_digest: str | None = None,
+) -> CaseResult:
+    """The record the stores keep of `case`, run and judged."""
+    expect = case.expectation.expect
+    return CaseResult(
+        result_id=result_id(run_id, case.id),
+        run_id=run_id,
+        case_id=case.id,
+        suite=case.suite.name,
+        suite_path=str(case.suite.path),
+        model=case.model.name,
+        shape=case.shape.as_dict(),
+        layout=case.layout.label,
+        layout_order=list(case.layout.order),
+        layout_values=case.layout.values_dict(),
+        backend=case.backend.id,
+        bundle=case.backend.bundle,
+        version=case.backend.version,
+        capture=mode_name(case.capture),
+        revisit=case.revisit,
+        injected=sorted(case.inject),
+        verdict=judgement.verdict,
+        verdicts=sorted(judgement.verdicts),
+        expected=sorted(expect),
+        outcome=judgement.outcome,
+        bug=case.expectation.bug,
+        reason=case.expectation.reason,
+        max_abs_error=_finite(judgement.max_abs),
+        max_rel_error=_finite(judgement.max_rel),
+        tolerance={"abs": case.tolerance.abs, "rel": case.tolerance.rel},
+        timings=asdict(run.timings),
+        wall_ms=wall_ms,
+        trace=run.trace.summary(),
+        attribution=judgement.attribution,
+        stale_from=judgement.stale_from,
+        divergent_node=divergent_node,
+        message=judgement.message,
+        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        suite_line=case.model.line,
+        model_digest=model_digest,
+        adapter=run.adapter,
+    )
+
+
+def _finite(value: float | None) -> float | None:
+    """JSON has no inf/NaN: a non-finite error is stored as null with the message saying why."""
+    return value if value is not None and math.isfinite(value) else None

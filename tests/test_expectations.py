@@ -9,7 +9,7 @@ import pytest
 from runner.backends import REGISTRY
 from runner.errors import InvalidInput
 from runner.matrix import expand_suite
-from runner.selection import Selection, load, select, select_scenarios, sequence_until
+from runner.selection import Selection, load, plan_run, select, sequence_until
 from runner.suite import load_suite
 from runner.suite.spec import BackendTarget, CaseRule, Expectation, holding_rules, written_for
 
@@ -102,7 +102,7 @@ def test_a_scenario_moved_by_backend_keeps_only_what_was_written_for_its_target(
     """A scenario written for 1.24.3 expects nothing of the pinned version `--backend ort-web`
     moves it to; the suite's rules naming `scenario` say what JSEP does, at any version."""
     path = write_suite(SCENARIOS)
-    moved = select_scenarios(Selection((path,), backends=("ort-web",)))
+    moved = plan_run(Selection((path,), backends=("ort-web",))).scenarios
     assert {item.id: item.scenario.expectation.expect for item in moved} == {
         "scenario=old/ort-web:jsep": {"capture-unsupported"},
         "scenario=old/ort-web:webgpu": {"pass"},  # written for 1.24.3, not the pinned version
@@ -252,8 +252,9 @@ RETARGETED_ORT_WEB |= {
 
 def test_the_bundled_suites_retargeted_expect_what_each_build_does():
     selection = Selection((REPO / "suites",), backends=("ort-web",))
-    expected = {case.id: case.expect for case in select(selection, lambda _: None)}
-    expected |= {s.id: s.scenario.expectation.expect for s in select_scenarios(selection)}
+    plan = plan_run(selection, lambda _: None)
+    expected = {case.id: case.expect for case in plan.cases}
+    expected |= {s.id: s.scenario.expectation.expect for s in plan.scenarios}
     assert {case_id: expected[case_id] for case_id in RETARGETED_ORT_WEB} == {
         case_id: {verdict} for case_id, verdict in RETARGETED_ORT_WEB.items()
     }

@@ -3,18 +3,21 @@ run; retargeting, filters, shards and --lf on a suite written here, no backend o
 
 from __future__ import annotations
 
+import json
+
+from runner import selection as selection_module
 from runner.backends.base import BackendTarget
 from runner.history import RunRecord, SqliteHistory
 from runner.selection import (
     Selection,
     find_case,
     load,
+    plan_run,
     select,
-    select_scenarios,
     sequence_until,
 )
 
-from .conftest import case_result
+from .conftest import case_result, regress
 
 SUITE = """
 name: pick
@@ -114,7 +117,26 @@ scenarios:
 def test_a_scenario_moved_by_backend_expects_a_pass(write_suite):
     """As a `cases:` rule naming no backend, a scenario's `expect:` holds on its own backends."""
     path = write_suite(SCENARIO_SUITE)
-    [own] = select_scenarios(Selection((path,)))
-    [moved] = select_scenarios(Selection((path,), backends=("wgpu",)))
+    [own] = plan_run(Selection((path,))).scenarios
+    [moved] = plan_run(Selection((path,), backends=("wgpu",))).scenarios
     assert own.target.name == "reference" and own.scenario.expectation.expect == {"error"}
     assert moved.target.name == "wgpu" and moved.scenario.expectation.expect == {"pass"}
+
+
+def test_a_run_reads_its_suites_once_for_its_cases_and_scenarios(
+    write_suite, monkeypatch, tmp_path
+):
+    """`run` plans once: the cases and the scenarios come from one reading of the suites, and
+    a second only where preparing the cases changed what reading finds (a package fetched)."""
+    path = write_suite(SCENARIO_SUITE)
+    read: list[tuple] = []
+    loader = selection_module.load_suites
+    monkeypatch.setattr(
+        selection_module, "load_suites", lambda *args: read.append(args) or loader(*args)
+    )
+    done = regress("run", path, "--out", tmp_path / "out", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    ran = [json.loads(line)["case_id"] for line in next(tmp_path.rglob("results.jsonl")).open()]
+    assert "scenario=twice/reference" in ran and len(ran) > 1 and len(read) == 1
+    plan = plan_run(Selection((path,)), prepare=lambda cases: bool(cases))
+    assert len(read) == 3 and plan.cases and [s.scenario.name for s in plan.scenarios] == ["twice"]

@@ -26,7 +26,7 @@ from runner.report import analysis
 from runner.report.build import build_report
 from runner.report.history import History
 from runner.report.render import render_page
-from runner.selection import Selection, select_scenarios
+from runner.selection import Selection, plan_run
 from runner.suite import load_suite
 
 from .conftest import case_result, regress
@@ -232,7 +232,7 @@ scenarios:
     steps: [{run: s}, {run: s}]
 """
     path = write_suite(SUITE.format(version="'1.24.3'") + scenario)
-    assert [item.id for item in select_scenarios(Selection((path,)))] == [
+    assert [item.id for item in plan_run(Selection((path,))).scenarios] == [
         "scenario=twice/ort-web@1.24.3:webgpu",
         "scenario=twice/ort-web@pinned:webgpu",
     ]

@@ -17,16 +17,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
-import math
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
-from runner.backends.base import BackendRun
 from runner.errors import InvalidInput
-from runner.judge import Judgement
-from runner.matrix import Case
-from runner.suite.spec import mode_name
 from runner.verdicts import Outcome
 
 # The stored format this runner writes, and the newest it reads (run.json, results.jsonl, the
@@ -114,11 +108,6 @@ def result_id(run_id: str, case_id: str) -> str:
     return hashlib.sha1(f"{run_id}/{case_id}".encode()).hexdigest()[:12]
 
 
-def _finite(value: float | None) -> float | None:
-    """JSON has no inf/NaN: a non-finite error is stored as null with the message saying why."""
-    return value if value is not None and math.isfinite(value) else None
-
-
 @dataclass(frozen=True)
 class CaseResult:
     result_id: str
@@ -159,58 +148,6 @@ class CaseResult:
     model_digest: str | None = None  # sha256 of the model bytes run; None: never materialized
     # Since format 2: the adapter that ran it, as the backend's process found it (None: none did)
     adapter: str | None = None
-
-    @classmethod
-    def of(
-        cls,
-        run_id: str,
-        case: Case,
-        run: BackendRun,
-        judgement: Judgement,
-        divergent_node: dict[str, Any] | None = None,
-        *,
-        wall_ms: float,
-        model_digest: str | None = None,
-    ) -> CaseResult:
-        expect = case.expectation.expect
-        return cls(
-            result_id=result_id(run_id, case.id),
-            run_id=run_id,
-            case_id=case.id,
-            suite=case.suite.name,
-            suite_path=str(case.suite.path),
-            model=case.model.name,
-            shape=case.shape.as_dict(),
-            layout=case.layout.label,
-            layout_order=list(case.layout.order),
-            layout_values=case.layout.values_dict(),
-            backend=case.backend.id,
-            bundle=case.backend.bundle,
-            version=case.backend.version,
-            capture=mode_name(case.capture),
-            revisit=case.revisit,
-            injected=sorted(case.inject),
-            verdict=judgement.verdict,
-            verdicts=sorted(judgement.verdicts),
-            expected=sorted(expect),
-            outcome=judgement.outcome,
-            bug=case.expectation.bug,
-            reason=case.expectation.reason,
-            max_abs_error=_finite(judgement.max_abs),
-            max_rel_error=_finite(judgement.max_rel),
-            tolerance={"abs": case.tolerance.abs, "rel": case.tolerance.rel},
-            timings=asdict(run.timings),
-            wall_ms=wall_ms,
-            trace=run.trace.summary(),
-            attribution=judgement.attribution,
-            stale_from=judgement.stale_from,
-            divergent_node=divergent_node,
-            message=judgement.message,
-            finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            suite_line=case.model.line,
-            model_digest=model_digest,
-            adapter=run.adapter,
-        )
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, **asdict(self)}
