@@ -19,8 +19,9 @@ The first wrong output is where a wrong value shows, not always where it was mad
 write into a buffer another node's output holds (JSEP's SkipSimplifiedLayerNormalization with a
 bias), or a node may turn a tiny difference in its inputs into a large one. So a node named
 against onnxruntime CPU is run alone, on inputs onnxruntime CPU computed; if it is right there,
-the first node that is wrong alone is named instead (``seen_in`` keeps where it showed), and if
-none is, the named node is kept, marked wrong only beside the others (``alone: passes``).
+the first node that is wrong alone, a copy the rewrite left out included, is named instead
+(``seen_in`` keeps where it showed), and if none is, the named node is kept, marked wrong only
+beside the others (``alone: passes``).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class ExposedNode:
 class Exposed:
     workload: Workload
     nodes: tuple[ExposedNode, ...]  # topological: the model's outputs and those exposed
+    unexposed: tuple[ExposedNode, ...]  # the copies the rewrite leaves alone (run alone still)
     initializers: Mapping[str, np.ndarray]
     inferred: Mapping[str, dict[str, Any]]  # a value's shape and dtype, by shape inference
 
@@ -88,7 +90,7 @@ def expose_intermediates(workload: Workload) -> Exposed:
         if output in varying and (types.get(output) in FLOAT_TYPES or output in existing)
     ]
     copies = _copies(values, list(workload.inputs), [o for _, o in walked])
-    nodes = tuple(
+    every = [
         ExposedNode(
             output,
             node.op_type,
@@ -99,8 +101,9 @@ def expose_intermediates(workload: Workload) -> Exposed:
             output in copies,
         )
         for node, output in walked
-        if output in existing or output not in copies
-    )
+    ]
+    nodes = tuple(node for node in every if node.own or not node.copy)
+    unexposed = tuple(node for node in every if not node.own and node.copy)
     exposed = _with_outputs(workload, model, {n.output for n in nodes} - existing, types)
     initializers = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     graph = inferred.graph
@@ -113,7 +116,7 @@ def expose_intermediates(workload: Workload) -> Exposed:
         for v in (*graph.value_info, *graph.input, *graph.output)
         if v.type.tensor_type.elem_type
     }  # fmt: skip
-    return Exposed(exposed, nodes, initializers, described)
+    return Exposed(exposed, nodes, unexposed, initializers, described)
 
 
 def _with_outputs(
@@ -264,13 +267,15 @@ def _checked_alone(
     """`found`, a node wrong against onnxruntime CPU, run alone on onnxruntime CPU's inputs:
     marked ``alone: fails`` if it is wrong there too; else the first node, in topological
     order, that is wrong alone, with ``seen_in`` naming where the wrong values showed; else
-    `found` marked ``alone: passes`` (module docstring). A node that cannot run alone (the
+    `found` marked ``alone: passes`` (module docstring). The copies exposing left out are run
+    alone too (eager: no stale replay to fear), since a copy's kernel may write wrong values
+    that only its readers show (JSEP's rank-1 Transpose). A node that cannot run alone (the
     backend errs on it) tells nothing."""
     values = _every_value(exposed.workload, variant)
     model = onnx.load_from_string(exposed.workload.model)
     producer = {out: i for i, node in enumerate(model.graph.node) for out in node.output}
     walked: dict[int, list[ExposedNode]] = {}  # a node's walked outputs, by its index
-    for node in exposed.nodes:
+    for node in (*exposed.nodes, *exposed.unexposed):
         walked.setdefault(producer[node.output], []).append(node)
     named = producer[found["output"]]
     varying = _fed_by_inputs(model.graph)

@@ -268,3 +268,55 @@ def test_jseps_wrong_values_in_a_bystanders_output_are_blamed_on_the_node_wrong_
         "fails",
         "Add sum",
     )
+
+
+def transpose_then_relu() -> bytes:
+    """x -> Transpose (rank 1: it moves nothing) -> Relu -> r."""
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], name="transpose", perm=[0]),
+        helper.make_node("Relu", ["t"], ["r"], name="relu"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, [4])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+class WrongCopy:
+    """A Transpose that moves nothing, its output 1 too high when `copy_wrong`, which the Relu
+    reading it shows: the Transpose is a copy, never exposed, so only its run alone tells."""
+
+    def __init__(self, copy_wrong: bool):
+        self.copy_wrong, self.alone = copy_wrong, []
+
+    def run(self, work: CaseWork) -> BackendRun:
+        names, x = work.workload.output_names, work.workload.inputs
+        if names == ("t",):  # the Transpose alone
+            self.alone.append("t")
+            return BackendRun(runs=({"t": x["x"] + self.copy_wrong},))
+        if names == ("r",) and "t" in x:  # the Relu alone, fed onnxruntime CPU's t
+            self.alone.append("r")
+            return BackendRun(runs=({"r": np.maximum(x["t"], 0)},))
+        return BackendRun(runs=({"r": np.maximum(x["x"], 0) + 1},))
+
+
+@pytest.mark.parametrize(
+    ("copy_wrong", "named", "alone", "seen_in"),
+    [(True, "transpose", "fails", "Relu r"), (False, "relu", "passes", None)],
+)
+def test_a_copy_wrong_alone_is_named_where_its_reader_shows_it(copy_wrong, named, alone, seen_in):
+    """JSEP 1.17.0's rank-1 Transpose: its wrong values show in whichever node reads them, each
+    right alone; the Transpose, left out of the rerun as a copy, is run alone too, and named."""
+    x = np.arange(4, dtype=np.float32)
+    workload = Workload("w", transpose_then_relu(), {"x": x}, ("r",), {})
+    assert [n.output for n in expose_intermediates(workload).unexposed] == ["t"]
+    spec, target = ModelSpec("m"), BackendTarget("ort-web", "jsep")
+    suite = Suite("s", Path("s.yaml"), (spec,), (STATIC_SHAPE,), (Layout("default"),), (target,))
+    case = Case(suite, spec, STATIC_SHAPE, Layout("default"), target, False, Tolerance())
+    backend = WrongCopy(copy_wrong)
+    node = first_divergent_node(backend, case, workload, frozenset({"reference-mismatch"}))
+    assert (node["name"], node["alone"], node.get("seen_in")) == (named, alone, seen_in)
+    assert backend.alone == ["r", "t"]

@@ -11,11 +11,12 @@ import pytest
 
 from runner.backends import REGISTRY, resolve_targets
 from runner.backends.base import BackendRun
-from runner.history import CaseResult, RunRecord
+from runner.history import RunRecord
 from runner.judge import Judgement
 from runner.matrix import select_resolved
 from runner.report import analysis
 from runner.report.history import History
+from runner.step import case_result
 from runner.suite import load_suites
 from runner.verdicts import Outcome
 
@@ -46,18 +47,19 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     validated = regress("validate", "suites", env=no_npm, process=True)
     assert validated.returncode == 0, validated.stderr
     assert validated.stdout == (
-        "48 suite(s), 765 case(s): 40 unchecked (the notes say what), the rest ok\n"
+        "51 suite(s), 820 case(s): 44 unchecked (the notes say what), the rest ok\n"
     )
     notes = validated.stderr.splitlines()
     assert notes == [
-        "note: suites/bugs/ort-1.23-capture-option-ignored.yaml:38:15: ort-web version '1.23.2' "
-        "was not checked (only a registry knows it): it is resolved when its cases run or are "
-        "listed",
+        "note: suites/bugs/ort-1.23-capture-option-ignored.yaml:38:15: ort-web version "
+        "'1.23.2' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
         "note: suites/bugs/ort-27068-destroyed-buffer-dev.yaml:23:14: ort-web version "
         "'1.25.0-dev.20260228-6e72d31970' was not checked (only a registry knows it): it is "
         "resolved when its cases run or are listed",
         "note: suites/bugs/ort-29273-cpp-capture-1.24.yaml:22:15: ort-web version '1.24.3' was "
-        "not checked (only a registry knows it): it is resolved when its cases run or are listed",
+        "not checked (only a registry knows it): it is resolved when its cases run or are "
+        "listed",
         "note: suites/bugs/ort-gqa-prefill-1.27.yaml:40:15: ort-web version '1.24.3' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
         "note: suites/bugs/ort-gqa-prefill-1.27.yaml:40:25: ort-web version '1.27.0' was not "
@@ -66,30 +68,33 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
         "note: suites/bugs/ort-graph-ids-1.24.yaml:22:15: ort-web version '1.24.3' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-graph1-first-then-graph0.yaml:24:15: ort-web version '1.27.0' was "
-        "not checked (only a registry knows it): it is resolved when its cases run or are listed",
+        "note: suites/bugs/ort-graph1-first-then-graph0.yaml:24:15: ort-web version '1.27.0' "
+        "was not checked (only a registry knows it): it is resolved when its cases run or are "
+        "listed",
         "note: suites/bugs/ort-jsep-1.17.0-capture-not-engaged.yaml:14:15: ort-web version "
-        "'1.17.0' was not checked (only a registry knows it): it is resolved when its cases run "
-        "or are listed",
+        "'1.17.0' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
         "note: suites/bugs/ort-jsep-1.17.0-capture-not-engaged.yaml:14:25: ort-web version "
-        "'1.17.3' was not checked (only a registry knows it): it is resolved when its cases run "
-        "or are listed",
-        "note: suites/bugs/ort-jsep-cancelled-transposes.yaml:27:15: ort-web version '1.25.1' was"
-        " not checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-jsep-clip-no-bounds.yaml:15:15: ort-web version '1.19.2' was not "
-        "checked (only a registry knows it): it is resolved when its cases run or are listed",
+        "'1.17.3' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
+        "note: suites/bugs/ort-jsep-cancelled-transposes.yaml:27:15: ort-web version '1.25.1' "
+        "was not checked (only a registry knows it): it is resolved when its cases run or are "
+        "listed",
+        "note: suites/bugs/ort-jsep-clip-no-bounds.yaml:15:15: ort-web version '1.19.2' was "
+        "not checked (only a registry knows it): it is resolved when its cases run or are "
+        "listed",
         "note: suites/bugs/ort-jsep-instancenorm-rank3.yaml:17:15: ort-web version '1.17.3' "
         "was not checked (only a registry knows it): it is resolved when its cases run or are "
         "listed",
         "note: suites/bugs/ort-jsep-instancenorm-rank3.yaml:17:25: ort-web version '1.19.2' "
         "was not checked (only a registry knows it): it is resolved when its cases run or are "
         "listed",
-        "note: suites/bugs/ort-jsep-lone-cpu-node-replayed.yaml:28:15: ort-web version '1.19.2' "
-        "was not checked (only a registry knows it): it is resolved when its cases run or are "
-        "listed",
+        "note: suites/bugs/ort-jsep-lone-cpu-node-replayed.yaml:28:15: ort-web version "
+        "'1.19.2' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
         "note: suites/bugs/ort-jsep-silero-state.yaml:26:7: model 'silero-vad-jsep-state': "
-        "silero_vad/data/silero_vad_openvino_16k.onnx from silero-vad 6.2.3 was not checked (not "
-        "fetched yet): a run fetches it and checks its file and sha256",
+        "silero_vad/data/silero_vad_openvino_16k.onnx from silero-vad 6.2.3 was not checked "
+        "(not fetched yet): a run fetches it and checks its file and sha256",
         "note: suites/bugs/ort-jsep-silero-state.yaml:43:15: ort-web version '1.20.1' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
         "note: suites/bugs/ort-jsep-silero-state.yaml:43:25: ort-web version "
@@ -99,58 +104,73 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
         "note: suites/bugs/ort-prealloc-handle.yaml:30:33: ort-web version '1.31.1' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-silero-capture-1.31.1.yaml:23:7: model 'silero-vad-capture-1-31': "
-        "silero_vad/data/silero_vad_openvino_16k.onnx from silero-vad 6.2.3 was not checked (not "
-        "fetched yet): a run fetches it and checks its file and sha256",
+        "note: suites/bugs/ort-silero-capture-1.31.1.yaml:23:7: model "
+        "'silero-vad-capture-1-31': silero_vad/data/silero_vad_openvino_16k.onnx from "
+        "silero-vad 6.2.3 was not checked (not fetched yet): a run fetches it and checks its "
+        "file and sha256",
         "note: suites/bugs/ort-silero-capture-1.31.1.yaml:39:15: ort-web version "
         "'1.31.0-dev.20260914-8d85527a0' was not checked (only a registry knows it): it is "
         "resolved when its cases run or are listed",
-        "note: suites/bugs/ort-silero-capture-1.31.1.yaml:39:48: ort-web version '1.31.1' was not"
-        " checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-webgpu-averagepool-19-cpu.yaml:24:15: ort-web version '1.27.0' was"
-        " not checked (only a registry knows it): it is resolved when its cases run or are listed",
+        "note: suites/bugs/ort-silero-capture-1.31.1.yaml:39:48: ort-web version '1.31.1' was "
+        "not checked (only a registry knows it): it is resolved when its cases run or are "
+        "listed",
+        "note: suites/bugs/ort-webgpu-averagepool-19-cpu.yaml:29:15: ort-web version '1.24.3' "
+        "was not checked (only a registry knows it): it is resolved when its cases run or are "
+        "listed",
+        "note: suites/bugs/ort-webgpu-averagepool-19-cpu.yaml:29:25: ort-web version '1.27.0' "
+        "was not checked (only a registry knows it): it is resolved when its cases run or are "
+        "listed",
         "note: suites/bugs/ort-webgpu-slice-negative-step.yaml:38:15: ort-web version '1.17.0' "
         "was not checked (only a registry knows it): it is resolved when its cases run or are "
         "listed",
+        "note: suites/bugs/ort-webgpu-where-scalar-condition.yaml:22:15: ort-web version "
+        "'1.24.3' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
         "note: suites/bugs/upstream/ort-19009-jsep-where-one-condition.yaml:13:15: ort-web "
         "version '1.17.0' was not checked (only a registry knows it): it is resolved when its "
         "cases run or are listed",
         "note: suites/bugs/upstream/ort-19201-jsep-tanh-large.yaml:14:15: ort-web version "
-        "'1.17.0' was not checked (only a registry knows it): it is resolved when its cases run "
-        "or are listed",
-        "note: suites/bugs/upstream/ort-21467-jsep-conv-tanh.yaml:13:15: ort-web version '1.18.0'"
-        " was not checked (only a registry knows it): it is resolved when its cases run or are "
-        "listed",
+        "'1.17.0' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
+        "note: suites/bugs/upstream/ort-21467-jsep-conv-tanh.yaml:13:15: ort-web version "
+        "'1.18.0' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
         "note: suites/bugs/upstream/ort-22231-jsep-softmax-middle-axis.yaml:13:15: ort-web "
         "version '1.19.2' was not checked (only a registry knows it): it is resolved when its "
         "cases run or are listed",
-        "note: suites/bugs/upstream/ort-22997-transpose-rank1.yaml:15:15: ort-web version "
-        "'1.24.3' was not checked (only a registry knows it): it is resolved when its cases run "
-        "or are listed",
-        "note: suites/bugs/upstream/ort-22997-transpose-rank1.yaml:18:15: ort-web version "
-        "'1.20.1' was not checked (only a registry knows it): it is resolved when its cases run "
-        "or are listed",
-        "note: suites/bugs/upstream/ort-27107-skip-layernorm-skip-broadcast.yaml:17:15: ort-web "
+        "note: suites/bugs/upstream/ort-22997-transpose-rank1.yaml:19:15: ort-web version "
+        "'1.24.3' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
+        "note: suites/bugs/upstream/ort-22997-transpose-rank1.yaml:22:15: ort-web version "
+        "'1.20.1' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
+        "note: suites/bugs/upstream/ort-24681-averagepool-end-pad.yaml:22:15: ort-web version "
+        "'1.24.3' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
+        "note: suites/bugs/upstream/ort-27107-skip-layernorm-skip-broadcast.yaml:17:15: "
+        "ort-web version '1.24.3' was not checked (only a registry knows it): it is resolved "
+        "when its cases run or are listed",
+        "note: suites/bugs/upstream/ort-27749-convtranspose-odd-channels.yaml:20:15: ort-web "
         "version '1.24.3' was not checked (only a registry knows it): it is resolved when its "
         "cases run or are listed",
-        "note: suites/bugs/upstream/ort-28424-skip-simplified-layernorm-bias.yaml:22:15: ort-web "
-        "version '1.25.1' was not checked (only a registry knows it): it is resolved when its "
-        "cases run or are listed",
+        "note: suites/bugs/upstream/ort-28424-skip-simplified-layernorm-bias.yaml:22:15: "
+        "ort-web version '1.25.1' was not checked (only a registry knows it): it is resolved "
+        "when its cases run or are listed",
         "note: suites/bugs/upstream/ort-29835-averagepool-ceil-pad.yaml:24:15: ort-web version "
-        "'1.27.0' was not checked (only a registry knows it): it is resolved when its cases run "
-        "or are listed",
+        "'1.27.0' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
         "note: suites/bugs/upstream/ort-29835-averagepool-ceil-pad.yaml:29:15: ort-web version "
-        "'1.20.1' was not checked (only a registry knows it): it is resolved when its cases run "
-        "or are listed",
-        "note: suites/bugs/upstream/ort-32228-gemm-transpose-fusion-identity.yaml:18:15: ort-web "
-        "version '1.27.0' was not checked (only a registry knows it): it is resolved when its "
-        "cases run or are listed",
-        "note: suites/bugs/upstream/ort-32228-gemm-transpose-fusion-identity.yaml:21:15: ort-web "
-        "version '1.20.1' was not checked (only a registry knows it): it is resolved when its "
-        "cases run or are listed",
+        "'1.20.1' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
+        "note: suites/bugs/upstream/ort-32228-gemm-transpose-fusion-identity.yaml:18:15: "
+        "ort-web version '1.27.0' was not checked (only a registry knows it): it is resolved "
+        "when its cases run or are listed",
+        "note: suites/bugs/upstream/ort-32228-gemm-transpose-fusion-identity.yaml:21:15: "
+        "ort-web version '1.20.1' was not checked (only a registry knows it): it is resolved "
+        "when its cases run or are listed",
         "note: suites/bugs/upstream/ort-shader-cache-and-broadcast.yaml:16:15: ort-web version "
-        "'1.23.2' was not checked (only a registry knows it): it is resolved when its cases run "
-        "or are listed",
+        "'1.23.2' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
         "note: suites/bugs/upstream/ort-shader-cache-instancenorm-epsilon.yaml:18:15: ort-web "
         "version '1.23.2' was not checked (only a registry knows it): it is resolved when its "
         "cases run or are listed",
@@ -161,7 +181,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     listed = regress("list", "suites", "--backend", "wgpu", env=no_npm, process=True)
     assert listed.returncode == 0, listed.stderr
     ids = listed.stdout.splitlines()
-    assert len(ids) == 211 and all("/wgpu/" in i for i in ids)
+    assert len(ids) == 217 and all("/wgpu/" in i for i in ids)
     pinned_only = regress("list", "suites", "--filter", "version=1.30.0", env=no_npm, process=True)
     assert pinned_only.returncode == 3  # the filter needs every version: npm must say
     wgpu_filtered = regress("list", "suites", "--filter", "backend=wgpu", env=no_npm, process=True)
@@ -169,7 +189,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     native = regress(
         "list", "suites", "--backend", "ort-native", env=no_npm, process=True
     )  # pip's versions
-    assert native.returncode == 0 and len(native.stdout.splitlines()) == 201, native.stderr
+    assert native.returncode == 0 and len(native.stdout.splitlines()) == 207, native.stderr
 
 
 def test_an_ort_web_selection_without_npm_exits_3_saying_why(no_npm, tmp_path):
@@ -219,7 +239,7 @@ def test_one_target_and_one_column_per_exact_version(write_suite, tmp_path, monk
     assert [t.id for t in targets] == ["ort-web:jsep", "ort-web:webgpu"]
     assert {(t.version, t.declared) for t in targets} == {(cases[0].backend.version, "pinned")}
     records = [
-        CaseResult.of(
+        case_result(
             "R",
             case,
             BackendRun(),

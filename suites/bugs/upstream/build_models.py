@@ -98,6 +98,16 @@ def transpose_rank1() -> onnx.ModelProto:
     return _model([node], [_value("x", F32, [5])], [_value("y", F32, [5])])
 
 
+def transpose_rank1_then_relu() -> onnx.ModelProto:
+    """The rank-1 Transpose read by a Relu: its wrong values show in the Relu's output, the
+    graph's only one."""
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[0]),
+        helper.make_node("Relu", ["t"], ["y"]),
+    ]
+    return _model(nodes, [_value("x", F32, [5])], [_value("y", F32, [5])])
+
+
 def tanh() -> onnx.ModelProto:
     """A Tanh of x[4, 8] (the suite feeds values past 88, where exp overflows float32)."""
     node = helper.make_node("Tanh", ["x"], ["y"])
@@ -158,6 +168,27 @@ def averagepool_ceil_pad(opset: int) -> Callable[[], onnx.ModelProto]:
     return build
 
 
+def averagepool_end_pad() -> onnx.ModelProto:
+    """A 2x2 AveragePool of x[1, 1, 3, 3] padded at the end of each axis only, opset 19, with
+    count_include_pad: the last row's and column's windows must count their padded cells."""
+    node = helper.make_node(
+        "AveragePool", ["x"], ["y"], kernel_shape=[2, 2], pads=[0, 0, 1, 1], count_include_pad=1
+    )
+    inputs, outputs = [_value("x", F32, [1, 1, 3, 3])], [_value("y", F32, [1, 1, 3, 3])]
+    return _model([node], inputs, outputs, opset=19)
+
+
+def convtranspose_channels(channels: int) -> Callable[[], onnx.ModelProto]:
+    def build() -> onnx.ModelProto:
+        """A 1x1 ConvTranspose of x[1, `channels`, 2, 2] into one channel."""
+        node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[1, 1])
+        inputs = [_value("x", F32, [1, channels, 2, 2])]
+        weights = [_weight("w", [channels, 1, 1, 1])]
+        return _model([node], inputs, [_value("y", F32, [1, 1, 2, 2])], weights)
+
+    return build
+
+
 def convtranspose_float16(width: int) -> Callable[[], onnx.ModelProto]:
     def build() -> onnx.ModelProto:
         """A float16 ConvTranspose of kernel [1, 3] over a row `width` long."""
@@ -203,6 +234,7 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "skip-simplified-layernorm-bias-beside-add": skip_simplified_layernorm_bias_beside_add,
     "skip-layernorm-skip-broadcast": skip_layernorm_skip_broadcast,
     "transpose-rank1": transpose_rank1,
+    "transpose-rank1-then-relu": transpose_rank1_then_relu,
     "tanh": tanh,
     "softmax-middle-axis": softmax_middle_axis,
     "conv-tanh": conv_tanh,
@@ -210,6 +242,9 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "gemm-identity-transpose": gemm_identity_transpose,
     "averagepool-ceil-pad-opset18": averagepool_ceil_pad(18),
     "averagepool-ceil-pad-opset19": averagepool_ceil_pad(19),
+    "averagepool-end-pad": averagepool_end_pad,
+    "convtranspose-4-channels": convtranspose_channels(4),
+    "convtranspose-5-channels": convtranspose_channels(5),
     "convtranspose-float16-2047": convtranspose_float16(2047),
     "convtranspose-float16-2100": convtranspose_float16(2100),
     "layernorm-decomposed-float16": layernorm_decomposed(F16),
