@@ -3,7 +3,8 @@ their versions replaced (``--NAME-version``), resolved, filtered, sharded, and n
 failed last (``--lf``).
 
 ``list``, ``run``, ``bisect`` and the benchmarks select here, so a case id means the same
-case to each; the command line only turns its arguments into a ``Selection``.
+case to each; the command line only turns its arguments into a ``Selection``. ``run`` asks for
+its cases and scenarios together (``plan_run``), from one reading of the suites.
 """
 
 from __future__ import annotations
