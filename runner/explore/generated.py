@@ -244,6 +244,23 @@ def _gelu(draw, g: _Graph) -> None:
     g.add("Gelu", [x.name], g.float, x.shape, **attributes)
 
 
+def _fast_gelu(draw, g: _Graph) -> None:
+    """FastGelu (a transformer export's fused tanh Gelu), its bias over the last dim optional."""
+    x = g.operand(draw)
+    inputs = [x.name]
+    if draw(st.booleans(), label="bias"):
+        inputs.append(g.weights(draw, x.shape[-1:]))
+    g.add("FastGelu", inputs, g.float, x.shape, domain=MICROSOFT)
+
+
+def _quick_gelu(draw, g: _Graph) -> None:
+    """QuickGelu, x * sigmoid(alpha * x) (CLIP's activation), alpha 1.702 by default."""
+    x = g.operand(draw)
+    alpha = draw(st.sampled_from((1.702, 1.0)), label="alpha")
+    attributes = g.spelled(draw, {"alpha": alpha}, {"alpha": 1.702})
+    g.add("QuickGelu", [x.name], g.float, x.shape, domain=MICROSOFT, **attributes)
+
+
 def _cast(draw, g: _Graph) -> None:
     x = g.operand(draw)
     if g.float == FLOAT16 and x not in g.inputs:
@@ -569,6 +586,8 @@ OPS: dict[str, Callable] = {
     "DecomposedLayerNorm": _decomposed_layer_norm,
     "SkipLayerNormalization": _skip_layer_norm("SkipLayerNormalization"),
     "SkipSimplifiedLayerNormalization": _skip_layer_norm("SkipSimplifiedLayerNormalization"),
+    "FastGelu": _fast_gelu,
+    "QuickGelu": _quick_gelu,
 }
 
 
