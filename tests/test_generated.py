@@ -202,7 +202,8 @@ def test_the_draw_reaches_the_zoos_triggers():
 
 def test_bystanders_are_the_nodes_the_culprit_neither_reads_nor_feeds():
     """A ReduceSum of x0 beside a Relu of x1 feeding a Reshape: with the Reshape the culprit,
-    the ReduceSum goes, with its input and output; the Relu it reads stays."""
+    the ReduceSum goes, with its input and output; the Relu it reads stays. Each graph output
+    can go too, with the nodes only it needs (the one way to drop one of two bystanders)."""
     shape = helper.make_tensor("shape", TensorProto.INT64, [2], [1, 2])
     axes = helper.make_tensor("axes", TensorProto.INT64, [1], [0])
     nodes = [
@@ -229,6 +230,13 @@ def test_bystanders_are_the_nodes_the_culprit_neither_reads_nor_feeds():
     assert [t.name for t in kept.initializer] == ["shape"]
     assert generated.without_bystanders(pruned, "n2") is None  # nothing left to go
     assert generated.without_bystanders(drawn, "n9") is None
+    # one graph output at a time: without t2, the Relu and the Reshape go; without t0, the
+    # ReduceSum; a lone output stays
+    without_t2 = generated.without_output(drawn, "t2")
+    assert without_t2 is not None and without_t2.ops == ("ReduceSum",)
+    assert [o.name for o in onnx.load_from_string(without_t2.model).graph.output] == ["t0"]
+    assert generated.without_output(drawn, "t0").ops == ("Relu", "Reshape")
+    assert generated.without_output(without_t2, "t0") is None
 
 
 def test_the_tolerance_follows_the_longest_reduction():
@@ -336,7 +344,9 @@ def _explore(
 def test_explore_finds_each_program_key_canary_shrunk_and_reproducible(
     tmp_path, fault, verdict, most_nodes
 ):
-    code, printed = _explore(tmp_path, "--inject", fault, "--seed", "1", "--max-findings", "1")
+    # seed 6 meets the canary within 100 examples; how soon varies with the seed (seeds 2-6:
+    # 88 to 1585 examples, median 519, 2026-12-07), and any change to the vocabulary reshuffles it
+    code, printed = _explore(tmp_path, "--inject", fault, "--seed", "6", "--max-findings", "1")
     assert code == 1, printed
     # the first finding is the canary's measure: the explore stops there, its budget unspent
     assert "stopping: 1 finding(s) written (--max-findings)" in printed

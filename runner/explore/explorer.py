@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import onnx
 from hypothesis import HealthCheck, Phase, Verbosity, given, reject, seed, settings
 from hypothesis.database import ExampleDatabase
 from hypothesis.internal.conjecture import engine as hypothesis_engine
@@ -64,7 +65,13 @@ from runner.explore.finding import (
     signature,
     write_finding,
 )
-from runner.explore.generated import Coverage, GeneratedModel, OpCovered, without_bystanders
+from runner.explore.generated import (
+    Coverage,
+    GeneratedModel,
+    OpCovered,
+    without_bystanders,
+    without_output,
+)
 from runner.explore.ledgers import Budget, BudgetSpent, Kinds, Lacking
 from runner.explore.machine import cut_after, machine_factory
 from runner.explore.space import COUNTED, ExploredModel, Space
@@ -254,17 +261,33 @@ class _Examiner:
 
     def _without_bystanders(self, failure: ModelFailure) -> ModelFailure:
         """`failure` without the nodes its culprit neither reads nor feeds, when that model
-        fails with the same cause: Hypothesis's shrinking may stop short of them."""
+        fails with the same cause; else without each graph output in turn (and the nodes only
+        it needs) that can go and leave it failing so: Hypothesis's shrinking may stop short of
+        them, and a bystander may be needed (a twin that compiled a program first) while its
+        twin is not."""
         culprit = (failure.divergent or {}).get("name")
-        pruned = without_bystanders(failure.generated, culprit) if culprit else None
-        if pruned is None:
+        if not culprit:
             return failure
+        smaller = self._failing_alike(failure, without_bystanders(failure.generated, culprit))
+        if smaller is not None:
+            return smaller
+        for output in onnx.load_from_string(failure.generated.model).graph.output:
+            pruned = without_output(failure.generated, output.name)
+            failure = self._failing_alike(failure, pruned) or failure
+        return failure
+
+    def _failing_alike(
+        self, failure: ModelFailure, pruned: GeneratedModel | None
+    ) -> ModelFailure | None:
+        """`pruned`'s failure where it fails with `failure`'s cause; else None."""
+        if pruned is None:
+            return None
         explored = self.request.space.source.explored(pruned)
         ran = run_cases(explored, self.backend, self.oracle, self.request.options)
         if ran.failing is None:
-            return failure
+            return None
         smaller = ModelFailure(explored, ran.failing, ran.stepped, ran.divergent)
-        return smaller if smaller.kind == failure.kind else failure
+        return smaller if smaller.kind == failure.kind else None
 
     def progress(self) -> str:
         return (

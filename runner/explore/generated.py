@@ -740,29 +740,50 @@ def generated_models(
 def without_bystanders(generated: GeneratedModel, culprit: str) -> GeneratedModel | None:
     """`generated` without the nodes the node named `culprit` neither reads from nor feeds,
     their outputs, inputs and constants gone with them; None when every node is one of those it
-    reads or feeds (or no node has that name). A second layout stays where a LayerNormalization
-    does."""
-    model = onnx.load_from_string(generated.model)
-    graph = model.graph
-    nodes = list(graph.node)
+    reads or feeds (or no node has that name)."""
+    nodes = list(onnx.load_from_string(generated.model).graph.node)
     found = [n for n in nodes if n.name == culprit]
     if not found:
         return None
-    producers = {out: n for n in nodes for out in n.output}
-    reads = set()  # the culprit and every node it reads from
-    pending = list(found)
-    while pending:
-        node = pending.pop()
-        if node.name not in reads:
-            reads.add(node.name)
-            pending += [producers[name] for name in node.input if name in producers]
     feeds, values = set(), set(found[0].output)  # every node fed by the culprit's outputs
     for node in nodes:  # topological
         if values & set(node.input):
             feeds.add(node.name)
             values.update(node.output)
-    kept = [n for n in nodes if n.name in reads | feeds]
-    if len(kept) == len(nodes):
+    return _keeping(generated, _read_by(nodes, found) | feeds)
+
+
+def without_output(generated: GeneratedModel, output: str) -> GeneratedModel | None:
+    """`generated` without graph output `output` and the nodes only it needs; None when it has
+    no other output."""
+    graph = onnx.load_from_string(generated.model).graph
+    others = {o.name for o in graph.output} - {output}
+    if not others:
+        return None
+    nodes = list(graph.node)
+    return _keeping(generated, _read_by(nodes, [n for n in nodes if others & set(n.output)]))
+
+
+def _read_by(nodes: list[onnx.NodeProto], these: list[onnx.NodeProto]) -> set[str]:
+    """The names of `these` and of every node they read from, however far back."""
+    producers = {out: n for n in nodes for out in n.output}
+    reads, pending = set(), list(these)
+    while pending:
+        node = pending.pop()
+        if node.name not in reads:
+            reads.add(node.name)
+            pending += [producers[name] for name in node.input if name in producers]
+    return reads
+
+
+def _keeping(generated: GeneratedModel, kept_names: set[str]) -> GeneratedModel | None:
+    """`generated` with only the nodes named `kept_names`, the outputs, inputs and constants of
+    the others gone with them; None when it keeps every node. A second layout stays where a
+    LayerNormalization does."""
+    model = onnx.load_from_string(generated.model)
+    graph = model.graph
+    kept = [n for n in graph.node if n.name in kept_names]
+    if len(kept) == len(graph.node):
         return None
     used = {name for n in kept for name in n.input}
     made = {name for n in kept for name in n.output}
