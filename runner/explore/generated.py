@@ -778,12 +778,12 @@ def _read_by(nodes: list[onnx.NodeProto], these: list[onnx.NodeProto]) -> set[st
 
 def _keeping(generated: GeneratedModel, kept_names: set[str]) -> GeneratedModel | None:
     """`generated` with only the nodes named `kept_names`, the outputs, inputs and constants of
-    the others gone with them; None when it keeps every node. A second layout stays where a
-    LayerNormalization does."""
+    the others gone with them; None when it keeps every node, or none. A second layout stays
+    where a LayerNormalization does."""
     model = onnx.load_from_string(generated.model)
     graph = model.graph
     kept = [n for n in graph.node if n.name in kept_names]
-    if len(kept) == len(graph.node):
+    if len(kept) in (0, len(graph.node)):
         return None
     used = {name for n in kept for name in n.input}
     made = {name for n in kept for name in n.output}
