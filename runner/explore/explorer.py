@@ -320,8 +320,8 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         written: set[tuple] = set()
         database = PassDatabase(examples_database)
         first = request.max_findings == 1  # a pass stops drawing at its first failure
+        kinds = examine.kinds
         for pass_number in itertools.count(1):
-            kinds = examine.kinds
             kinds.pending.clear()
             pass_seed = None if request.seed is None else request.seed + pass_number - 1
             try:
