@@ -741,7 +741,8 @@ def without_bystanders(generated: GeneratedModel, culprit: str) -> GeneratedMode
     """`generated` without the nodes the node named `culprit` neither reads from nor feeds,
     their outputs, inputs and constants gone with them; None when every node is one of those it
     reads or feeds (or no node has that name)."""
-    nodes = list(onnx.load_from_string(generated.model).graph.node)
+    model = onnx.load_from_string(generated.model)
+    nodes = list(model.graph.node)
     found = [n for n in nodes if n.name == culprit]
     if not found:
         return None
@@ -750,18 +751,18 @@ def without_bystanders(generated: GeneratedModel, culprit: str) -> GeneratedMode
         if values & set(node.input):
             feeds.add(node.name)
             values.update(node.output)
-    return _keeping(generated, _read_by(nodes, found) | feeds)
+    return _keeping(generated, model, _read_by(nodes, found) | feeds)
 
 
 def without_output(generated: GeneratedModel, output: str) -> GeneratedModel | None:
     """`generated` without graph output `output` and the nodes only it needs; None when it has
     no other output."""
-    graph = onnx.load_from_string(generated.model).graph
-    others = {o.name for o in graph.output} - {output}
+    model = onnx.load_from_string(generated.model)
+    others = {o.name for o in model.graph.output} - {output}
     if not others:
         return None
-    nodes = list(graph.node)
-    return _keeping(generated, _read_by(nodes, [n for n in nodes if others & set(n.output)]))
+    nodes = list(model.graph.node)
+    return _keeping(generated, model, _read_by(nodes, [n for n in nodes if others & set(n.output)]))
 
 
 def _read_by(nodes: list[onnx.NodeProto], these: list[onnx.NodeProto]) -> set[str]:
@@ -776,11 +777,12 @@ def _read_by(nodes: list[onnx.NodeProto], these: list[onnx.NodeProto]) -> set[st
     return reads
 
 
-def _keeping(generated: GeneratedModel, kept_names: set[str]) -> GeneratedModel | None:
-    """`generated` with only the nodes named `kept_names`, the outputs, inputs and constants of
-    the others gone with them; None when it keeps every node, or none. A second layout stays
-    where a LayerNormalization does."""
-    model = onnx.load_from_string(generated.model)
+def _keeping(
+    generated: GeneratedModel, model: onnx.ModelProto, kept_names: set[str]
+) -> GeneratedModel | None:
+    """`generated` (its `model`, parsed) with only the nodes named `kept_names`, the outputs,
+    inputs and constants of the others gone with them; None when it keeps every node, or none.
+    A second layout stays where a LayerNormalization does."""
     graph = model.graph
     kept = [n for n in graph.node if n.name in kept_names]
     if len(kept) in (0, len(graph.node)):
