@@ -80,7 +80,7 @@ def bisect_versions(
         target = dataclasses.replace(case.backend, version=version, label=None)
         say(f"probe {len(probes) + 1}: {descriptor.name} {version}")
         summary = execute(
-            sequence_until(suite, case, target),
+            sequence_until(suite, case, target).cases,
             out,
             options,
             selection={"bisect": {"case": case.id, "version": version}},

@@ -20,7 +20,7 @@ from rich.markup import escape
 from runner.backends import backend_ids
 from runner.backends.base import BackendOptions
 from runner.errors import EnvironmentUnusable, ExitCode, InvalidInput
-from runner.reporters import print_summary, run_reporter
+from runner.reporters import print_bisected, print_explored, print_summary, run_reporter
 from runner.selection import (
     Selection,
     check_faults,
@@ -152,7 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--run-timeout",
         type=float,
         metavar="SECONDS",
-        help="start no case after this many seconds; the run is marked incomplete",
+        help="start no layout-change sequence or scenario after this many seconds (one started "
+        "runs to its end); the run is marked incomplete",
     )
     run.add_argument(
         "--inject",
@@ -586,24 +587,8 @@ def cmd_bisect(args: argparse.Namespace) -> ExitCode:
         runs=args.runs, timeout_s=args.timeout, chromium=args.chromium, adapter=args.adapter
     )
     found = bisect_versions(suite, case, args.good, args.bad, args.out, options, console.print)
-    last, first = found.last_agreeing, found.first_differing
-    console.print(
-        f"{len(found.probes)} probe(s) over {len(found.candidates)} versions "
-        f"({found.candidates[0]} .. {found.candidates[-1]}); runs in {args.out}"
-    )
-    for probe in found.skipped:
-        console.print(f"skipped {probe.version}: {probe.message}")
-    console.print(f"last agreeing: {last.version} ({last.verdict})")
-    if first is None:
-        console.print(f"no version up to {found.candidates[-1]} differs from {last.verdict}")
-        return ExitCode.UNEXPECTED
-    console.print(f"first differing: {first.version} ({first.verdict}, was {last.verdict})")
-    if found.untestable:
-        console.print(f"the change may be in any of {', '.join(found.untestable)} (untestable)")
-    if found.commit:
-        console.print(f"upstream commit: {found.commit}")
-    console.print(f"compare: {found.compare_url}")
-    return ExitCode.OK
+    print_bisected(console, found, args.out)
+    return ExitCode.UNEXPECTED if found.first_differing is None else ExitCode.OK
 
 
 MIN_MODEL_BUDGET_S = 10.0  # a drawn model's cases on ort-web take seconds, shrinking more
@@ -612,7 +597,7 @@ MIN_MODEL_BUDGET_S = 10.0  # a drawn model's cases on ort-web take seconds, shri
 def cmd_explore(args: argparse.Namespace) -> ExitCode:
     """Exit 1 when something was found (each finding a suite file under --out), else 0."""
     from runner.explore.explorer import ExploreRequest, explore
-    from runner.explore.space import COUNTED, explore_space
+    from runner.explore.space import explore_space
 
     if args.shard:
         raise InvalidInput("explore draws its own scenarios: --shard does not apply")
@@ -642,43 +627,7 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
         args.max_findings,
     )
     explored = explore(request, lambda text: console.print(escape(text)))
-    what, parts = COUNTED[space.source.draws]
-    console.print(
-        f"explored {explored.examples} {what} ({explored.steps} {parts}) on {space.target.id} "
-        f"in {explored.seconds:.0f} s; examples kept in {explored.database}"
-    )
-    if explored.covered:
-        values = sum(len(op.values) for op in explored.covered)
-        print(
-            f"the models judged covered {len(explored.covered)} ops and {values} attribute "
-            f"values (each op's in {explored.record})"
-        )
-        each = ", ".join(f"{bucket} {n}" for bucket, n in explored.dimensions.items())
-        print(f"drawn models by dimension: {each}")
-    if explored.refusals:
-        print(
-            f"{space.target.id} does not do {len(explored.refusals)} thing(s), not counted as "
-            f"bugs (each in {explored.record}):"
-        )
-        for refusal in explored.refusals:
-            print(f"  {refusal.verdict}: {'; '.join(refusal.nodes)}")
-    for finding in explored.findings:
-        failure = finding.failure
-        cut = "*" if finding.shrinking_cut else ""
-        cause = failure.cause
-        print(
-            f"{failure.result.verdict}{f' ({cause})' if cause else ''}: {finding.size}{cut}, "
-            "first seen after "
-            f"{finding.examples_before} examples ({finding.seconds_to_first:.0f} s): "
-            f"{finding.path}\n  {failure.result.message}"
-        )
-    if any(finding.shrinking_cut for finding in explored.findings):
-        print(
-            "* found in a pass whose shrinking the budget's grace ended: it may shrink further; "
-            "explore again over the same cache folder (Hypothesis replays it first)"
-        )
-    if not explored.findings:
-        print("nothing found")
+    print_explored(console, explored, space)
     return ExitCode.UNEXPECTED if explored.findings else ExitCode.OK
 
 

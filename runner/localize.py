@@ -1,10 +1,11 @@
 """Point at the first node whose output went wrong, and say what it computes.
 
 For a failing case, the model is rewritten with every floating-point intermediate exposed as a
-graph output and run again on the same backend: first the capture cases that preceded it in its
-layout-change sequence (so that whatever went stale is stale again), then the case itself eager
-and with capture. Walking the nodes in topological order, the first output that diverges names
-the node: capture against eager for a capture bug, eager against the oracle for a kernel bug.
+graph output and run again on the same backend, in a layout-change sequence of its own: first the
+capture cases that preceded it in its sequence (so that whatever went stale is stale again), then
+the case itself eager and with capture. Walking the nodes in topological order, the first output
+that diverges names the node: capture against eager for a capture bug, eager against the oracle
+for a kernel bug.
 
 A node whose output holds an earlier value unchanged (a view or a copy: a Reshape, an Identity,
 a Transpose that moves no element, two Transposes that cancel) is told by those values on
@@ -235,12 +236,14 @@ def _rerun(
     """`workload` run eager and, for a capture bug, after the `earlier` captures and with
     capture: the first of `nodes` that diverges in the first run that went wrong (capture
     against eager, or eager against onnxruntime CPU), and that run's input variant."""
-    for earlier_case, earlier_workload in earlier:
-        backend.run(CaseWork(earlier_case, earlier_workload))
-    eager = backend.run(CaseWork(case.eager_twin(), workload))
-    if eager.status != "ok":
+    works = [*earlier, (case.eager_twin(), workload)] + ([(case, workload)] if capture else [])
+    ran = [
+        backend.run(CaseWork(c, w, opens_sequence=i == 0, closes_sequence=i == len(works) - 1))
+        for i, (c, w) in enumerate(works)
+    ]
+    eager, suspect = ran[len(earlier)], ran[-1]
+    if eager.status != "ok" or suspect.status != "ok":
         return None
-    suspect = backend.run(CaseWork(case, workload)) if capture else eager
     if suspect.status != "ok":
         return None
     feeds = workload.feeds(len(suspect.runs))
@@ -334,8 +337,7 @@ def _wrong_alone(
     # a sequence of its own: where sequences start afresh (explore's ort-web pages), nothing
     # the failing model compiled serves it (on JSEP 1.17.0, a Relu run alone after a model with
     # a rank-1 Transpose was wrong in the same instance and right in a new one)
-    alone_model = dataclasses.replace(case.model, name=f"{case.model.name}+alone-{node.output[0]}")
-    ran = backend.run(CaseWork(dataclasses.replace(case, model=alone_model), workload))
+    ran = backend.run(CaseWork(case, workload))
     if ran.status != "ok" or not ran.runs:
         return None
     divergent = _first_divergence(exposed, outputs, ran.runs[0], values, values, case.tolerance)

@@ -94,11 +94,6 @@ class Case:
         """This case run eager: what a capture case is compared against."""
         return dataclasses.replace(self, capture=False, revisit=False, revisited=False)
 
-    @property
-    def sequence(self) -> tuple[str, str, str, str]:
-        """Cases sharing this key run their layouts back to back on one device."""
-        return (str(self.suite.path), self.model.name, self.shape.label, self.backend.id)
-
     def fields(self) -> dict[str, str]:
         """The values ``key=value`` filters and ``cases: match:`` select on; ``file``, ``test``
         and ``operator`` are an op-test case's (empty for other cases)."""
@@ -119,6 +114,32 @@ class Case:
             "test": op_case.test.name if op_case else "",
             "operator": op_case.test.operator if op_case else "",
         }
+
+
+@dataclass(frozen=True)
+class LayoutSequence:
+    """One model at one shape on one backend target, its layouts run back to back on one device
+    (A, B, ..., A), in this order: a stale binding shows only in a case run after those before
+    it. The step runs a sequence as a whole and tells the backend where it opens and closes;
+    sharding, ``--last-failed``, bisect and repro select whole sequences or their beginnings."""
+
+    cases: tuple[Case, ...]
+
+    def until(self, case_id: str) -> LayoutSequence:
+        """The sequence up to the case `case_id`, that case included."""
+        ids = [case.id for case in self.cases]
+        return LayoutSequence(self.cases[: ids.index(case_id) + 1])
+
+
+def _sequence_key(case: Case) -> tuple[str, str, str, str]:
+    return (str(case.suite.path), case.model.name, case.shape.label, case.backend.id)
+
+
+def layout_sequences(cases: Iterable[Case]) -> list[LayoutSequence]:
+    """Matrix-ordered `cases` cut into their layout-change sequences."""
+    return [
+        LayoutSequence(tuple(group)) for _, group in itertools.groupby(cases, key=_sequence_key)
+    ]
 
 
 @dataclass(frozen=True)
@@ -228,8 +249,8 @@ def _with_revisits(cases: list[Case]) -> list[Case]:
     """After each sequence that captured two or more layouts, capture its first layout again;
     the first layout's capture case is marked `revisited`, so that its session lives until then."""
     result: list[Case] = []
-    for _, group in itertools.groupby(cases, key=lambda c: c.sequence):
-        group = list(group)
+    for sequence in layout_sequences(cases):
+        group = list(sequence.cases)
         captured = [c for c in group if c.capture]
         if len({c.layout.label for c in captured}) > 1:
             first = group.index(captured[0])
@@ -348,15 +369,17 @@ def shard_cases(cases: Iterable[Case], index: int, total: int) -> list[Case]:
     Whole layout-change sequences stay on one shard (a stale binding needs its predecessors),
     dealt round-robin in matrix order, so every machine given the same suites splits alike.
     """
-    cases = list(cases)
-    sequences = list(dict.fromkeys(case.sequence for case in cases))
-    owner = {key: i % total for i, key in enumerate(sequences)}
-    return [case for case in cases if owner[case.sequence] == index - 1]
+    sequences = layout_sequences(cases)
+    return [case for i, s in enumerate(sequences) if i % total == index - 1 for case in s.cases]
 
 
 def with_predecessors(cases: Iterable[Case], wanted: set[str]) -> list[Case]:
     """The cases whose ids are in `wanted`, each with the cases before it in its layout-change
     sequence (its eager twin, earlier layouts): a stale binding only shows after them."""
-    cases = list(cases)
-    last = {case.sequence: i for i, case in enumerate(cases) if case.id in wanted}
-    return [case for i, case in enumerate(cases) if i <= last.get(case.sequence, -1)]
+    kept: list[Case] = []
+    for sequence in layout_sequences(cases):
+        ids = [case.id for case in sequence.cases]
+        last = max((i for i, case_id in enumerate(ids) if case_id in wanted), default=None)
+        if last is not None:
+            kept += sequence.until(ids[last]).cases
+    return kept

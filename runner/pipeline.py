@@ -1,10 +1,11 @@
 """The run: each case and scenario stepped (``runner.step``) and stored, as the listeners are
 told.
 
-Cases arrive in matrix order, so one layout-change sequence is contiguous and a capture case
-follows its eager twin (and both their dynamic twin); the case step keeps what the judge needs
-from earlier in the sequence. Backends are opened once per run, results go to every store as
-each case finishes, and the run ends with its record, however it ends.
+Cases arrive in matrix order and run as their layout-change sequences (``LayoutSequence``), each
+stepped as a whole (``Step.sequence``: a capture case after its eager twin, later layouts after
+earlier ones). Backends are opened once per run, results go to every store as each case
+finishes, a run timeout stops the run between sequences, and the run ends with its record,
+however it ends.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import hashlib
 import secrets
 import signal
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,7 +29,7 @@ from runner.environment import base_environment
 from runner.errors import EnvironmentUnusable, ExitCode, InvalidInput, Problem
 from runner.history import CaseResult, RunFolder, RunRecord, RunStatus, SqliteHistory
 from runner.listeners import RunListener, as_listener
-from runner.matrix import Case, ScenarioTarget
+from runner.matrix import Case, LayoutSequence, ScenarioTarget, layout_sequences
 from runner.oracle import ReferenceCache
 from runner.packages import ExportFailed, PackageMismatch, PackageUnavailable, materialize
 from runner.step import Step
@@ -138,6 +139,10 @@ def fetch_packages(cases: Iterable[Case], say: Callable[[str], None]) -> bool:
     return fetched
 
 
+class _Stopped(Exception):
+    """The run stops before its end (its timeout, its maxfail); the message says why."""
+
+
 def execute(
     cases: Iterable[Case],
     out: Path,
@@ -152,11 +157,12 @@ def execute(
     """Run `cases`, storing each result as it finishes under `out` (see reports/README.md).
 
     `selection` (filters, shard, backends) is recorded so that shards can be merged safely.
-    Past `run_timeout_s`, or once `maxfail` results were unexpected, no further case starts and
-    the run is marked incomplete. `listener` (one, several or none; ``runner.listeners``) hears
-    of each case started and stored, each backend opened, and the notes of each backend
-    preparing what its cases need (installing versions). `scenarios` run after the cases, on
-    the same backends, and are stored, timed out and counted against `maxfail` as cases are.
+    Past `run_timeout_s`, no further sequence or scenario starts; once `maxfail` results were
+    unexpected, no further case does; either way the run is marked incomplete. `listener` (one,
+    several or none; ``runner.listeners``) hears of each case started and stored, each backend
+    opened, and the notes of each backend preparing what its cases need (installing versions).
+    `scenarios` run after the cases, on the same backends, and are stored, timed out and
+    counted against `maxfail` as cases are.
     """
     listener = as_listener(listener)
     cases, scenarios = list(cases), list(scenarios)
@@ -211,38 +217,38 @@ def execute(
                     closing.callback(_record_environment, environments, name, backends[name])
                 return backends[name]
 
-            def run_case(case: Case) -> CaseResult:
-                case = dataclasses.replace(case, inject=case.inject | options.inject)
-                listener.on_start(case)
-                return step.run(case, used(case.backend.name)).result(run_id)
+            def sequence(sequence: LayoutSequence) -> Iterator[CaseResult]:
+                backend = used(sequence.cases[0].backend.name)
+                for stepped in step.sequence(sequence, backend, started=listener.on_start):
+                    yield stepped.result(run_id)
 
-            def run_scenario(item: ScenarioTarget) -> CaseResult:
-                return step.run(item, used(item.target.name)).result(run_id)
+            def scenario(item: ScenarioTarget) -> Iterator[CaseResult]:
+                yield step.run(item, used(item.target.name)).result(run_id)
 
-            jobs = [functools.partial(run_case, case) for case in cases]
-            jobs += [functools.partial(run_scenario, item) for item in scenarios]
-            for done, job in enumerate(jobs):
+            injected = [dataclasses.replace(c, inject=c.inject | options.inject) for c in cases]
+            units = [functools.partial(sequence, s) for s in layout_sequences(injected)]
+            units += [functools.partial(scenario, item) for item in scenarios]
+            total = len(cases) + len(scenarios)
+            for unit in units:
                 if deadline is not None and time.monotonic() > deadline:
-                    status = RunStatus.INCOMPLETE
-                    message = (
-                        f"run timeout: {run_timeout_s:g} s passed with "
-                        f"{len(jobs) - done} case(s) not run"
+                    left = total - len(results)
+                    raise _Stopped(
+                        f"run timeout: {run_timeout_s:g} s passed with {left} case(s) not run"
                     )
-                    break
-                result = job()
-                with interrupts.deferred():
-                    for store in stores:
-                        store.record(result)
-                results.append(result)
-                listener.on_result(result)
-                failed += result.outcome in FAILING_OUTCOMES
-                if maxfail and failed >= maxfail and done + 1 < len(jobs):
-                    status = RunStatus.INCOMPLETE
-                    message = (
-                        f"maxfail {maxfail} reached: stopped with "
-                        f"{len(jobs) - done - 1} case(s) not run"
-                    )
-                    break
+                for result in unit():
+                    with interrupts.deferred():
+                        for store in stores:
+                            store.record(result)
+                    results.append(result)
+                    listener.on_result(result)
+                    failed += result.outcome in FAILING_OUTCOMES
+                    left = total - len(results)
+                    if maxfail and failed >= maxfail and left:
+                        raise _Stopped(
+                            f"maxfail {maxfail} reached: stopped with {left} case(s) not run"
+                        )
+    except _Stopped as stopped:
+        status, message = RunStatus.INCOMPLETE, str(stopped)
     except KeyboardInterrupt:
         status, message = RunStatus.INCOMPLETE, "interrupted; finished results are kept"
         interrupted = True

@@ -1,5 +1,5 @@
-"""What ``run`` prints: reporters are listeners (``runner.listeners``) that the command line
-plugs into a run, and the end-of-run summary.
+"""What ``run``, ``bisect`` and ``explore`` print: reporters are listeners (``runner.listeners``)
+that the command line plugs into a run, and the end of each command's output.
 
 On a terminal a progress bar (``ProgressBar``); in a log (stdout is no terminal, as in CI) a
 line per backend opened and per finished case, each written at once (``LogLines``). The
@@ -26,6 +26,9 @@ from runner.listeners import Listeners, RunListener
 from runner.verdicts import FAILING_OUTCOMES, VERDICTS
 
 if TYPE_CHECKING:
+    from runner.bisect import Bisection
+    from runner.explore.explorer import Explored
+    from runner.explore.space import Space
     from runner.history import CaseResult
     from runner.matrix import Case
     from runner.pipeline import RunSummary
@@ -161,3 +164,67 @@ def print_summary(console: Console, summary: RunSummary, out: Path) -> None:
     )
     if summary.message:
         console.print(f"[yellow]{summary.status}[/yellow]: {summary.message}")
+
+
+def print_bisected(console: Console, found: Bisection, out: Path) -> None:
+    """The end of `bisect`: the probes, the last agreeing and first differing versions, the
+    upstream commit and comparison where known."""
+    last, first = found.last_agreeing, found.first_differing
+    console.print(
+        f"{len(found.probes)} probe(s) over {len(found.candidates)} versions "
+        f"({found.candidates[0]} .. {found.candidates[-1]}); runs in {out}"
+    )
+    for probe in found.skipped:
+        console.print(f"skipped {probe.version}: {probe.message}")
+    console.print(f"last agreeing: {last.version} ({last.verdict})")
+    if first is None:
+        console.print(f"no version up to {found.candidates[-1]} differs from {last.verdict}")
+        return
+    console.print(f"first differing: {first.version} ({first.verdict}, was {last.verdict})")
+    if found.untestable:
+        console.print(f"the change may be in any of {', '.join(found.untestable)} (untestable)")
+    if found.commit:
+        console.print(f"upstream commit: {found.commit}")
+    console.print(f"compare: {found.compare_url}")
+
+
+def print_explored(console: Console, explored: Explored, space: Space) -> None:
+    """The end of `explore`: what it judged and covered, what the target refuses, and each
+    finding with where its suite file is."""
+    what, parts = space.counted
+    console.print(
+        f"explored {explored.examples} {what} ({explored.steps} {parts}) on {space.target.id} "
+        f"in {explored.seconds:.0f} s; examples kept in {explored.database}"
+    )
+    if explored.covered:
+        values = sum(len(op.values) for op in explored.covered)
+        print(
+            f"the models judged covered {len(explored.covered)} ops and {values} attribute "
+            f"values (each op's in {explored.record})"
+        )
+        each = ", ".join(f"{bucket} {n}" for bucket, n in explored.dimensions.items())
+        print(f"drawn models by dimension: {each}")
+    if explored.refusals:
+        print(
+            f"{space.target.id} does not do {len(explored.refusals)} thing(s), not counted as "
+            f"bugs (each in {explored.record}):"
+        )
+        for refusal in explored.refusals:
+            print(f"  {refusal.verdict}: {'; '.join(refusal.nodes)}")
+    for finding in explored.findings:
+        failure = finding.failure
+        cut = "*" if finding.shrinking_cut else ""
+        cause = failure.cause
+        print(
+            f"{failure.result.verdict}{f' ({cause})' if cause else ''}: {finding.size}{cut}, "
+            "first seen after "
+            f"{finding.examples_before} examples ({finding.seconds_to_first:.0f} s): "
+            f"{finding.path}\n  {failure.result.message}"
+        )
+    if any(finding.shrinking_cut for finding in explored.findings):
+        print(
+            "* found in a pass whose shrinking the budget's grace ended: it may shrink further; "
+            "explore again over the same cache folder (Hypothesis replays it first)"
+        )
+    if not explored.findings:
+        print("nothing found")

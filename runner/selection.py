@@ -22,9 +22,11 @@ from runner.errors import InvalidInput, Problem
 from runner.history import SqliteHistory
 from runner.matrix import (
     Case,
+    LayoutSequence,
     ScenarioTarget,
     expand_matrix,
     expand_suite,
+    layout_sequences,
     parse_shard,
     select_resolved,
     shard_cases,
@@ -274,15 +276,14 @@ def find_case(suites: list[Suite], case_id: str) -> tuple[Suite, Case]:
     raise InvalidInput(f"no case {case_id!r} in these suites; `python -m runner list` shows them")
 
 
-def sequence_until(suite: Suite, case: Case, target: BackendTarget) -> list[Case]:
+def sequence_until(suite: Suite, case: Case, target: BackendTarget) -> LayoutSequence:
     """`case` on `target` alone, after the cases before it in its layout-change sequence: what
     it needs to run as it ran in its suite (a bisect probe)."""
     target = dataclasses.replace(target, label=None)
     single = dataclasses.replace(suite, backends=(target,))
-    sequence = [c for c in expand_suite(single) if c.sequence[:3] == case.sequence[:3]]
-    ids = [c.id for c in sequence]
     wanted = dataclasses.replace(case, backend=target).id
-    return sequence[: ids.index(wanted) + 1]
+    sequences = layout_sequences(expand_suite(single))
+    return next(s for s in sequences if wanted in {c.id for c in s.cases}).until(wanted)
 
 
 def _scenarios(suites: list[Suite], selection: Selection) -> list[ScenarioTarget]:

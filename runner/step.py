@@ -8,11 +8,12 @@ result.
 Every path that judges steps here: the run (``runner.pipeline``, which ``bisect`` probes
 through), explore's examples, repro's reruns of cut models and of scenarios, and the benchmarks;
 so a unit is judged on the same evidence however it runs. A case is a scenario's simplest form:
-one session, run ``runs`` times; the cases of one layout-change sequence step in matrix order
-through one ``Step``, which keeps what the later ones are judged against (the eager and dynamic
+one session, run ``runs`` times; a layout-change sequence (``LayoutSequence``) steps as a whole
+(``Step.sequence``), which keeps what its later cases are judged against (the eager and dynamic
 twins' runs, the references of layouts captured earlier, and those captures, which localization
-replays first). A unit the oracle cannot run still runs where the judge can do without a
-reference (a case); a scenario, judged run by run against the CPU, fails.
+replays first) and tells the backend where the sequence opens and closes. A unit the oracle
+cannot run still runs where the judge can do without a reference (a case); a scenario, judged
+run by run against the CPU, fails.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import dataclasses
 import functools
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -40,7 +41,7 @@ from runner.history import CaseResult
 from runner.history.record import result_id
 from runner.judge import Evidence, Judgement, Twin, judge
 from runner.localize import LOCALIZED_VERDICTS, first_divergent_node
-from runner.matrix import Case, ScenarioTarget
+from runner.matrix import Case, LayoutSequence, ScenarioTarget
 from runner.measure import Tolerance
 from runner.oracle import References, conditioning
 from runner.scenario.judging import ScenarioJudged, judge_steps
@@ -110,29 +111,91 @@ class Stepped:
 
 
 class Step:
-    """Steps units one after another, remembering within each layout-change sequence what the
-    judge and localization look back at; a unit of another sequence starts afresh."""
+    """Steps units: a layout-change sequence case by case, remembering within it what the judge
+    and localization look back at, or a scenario."""
 
     def __init__(self, oracle: Oracle, options: BackendOptions, localize: bool = False):
         self._oracle = oracle
         self._options = options
         self._localize = localize
-        self._sequence: tuple | None = None
-        self._twins: dict[tuple[str, str], Twin] = {}  # (cell, mode) -> its eager/dynamic run
-        self._layouts: dict[str, tuple[str, References]] = {}  # workload key -> (layout, refs)
-        self._captured: list[tuple[Case, Workload]] = []  # capture cases so far, in order
 
     def run(self, unit: Unit, backend: Backend, workload: Workload | None = None) -> Stepped:
-        """`unit` on `backend`, its workload materialized unless given (repro's cut models);
-        never raises for the unit's own failure."""
+        """`unit` on `backend`, a case as a sequence of its own, its workload materialized
+        unless given (repro's cut models); never raises for the unit's own failure."""
         if isinstance(unit, ScenarioTarget):
-            self._sequence = None
             return self._scenario(unit, backend)
-        return self._case(unit, backend, workload)
+        workloads = {unit.id: workload} if workload is not None else {}
+        return next(self.sequence(LayoutSequence((unit,)), backend, workloads))
 
-    def _case(self, case: Case, backend: Backend, workload: Workload | None) -> Stepped:
-        if case.sequence != self._sequence:
-            self._sequence, self._twins, self._layouts, self._captured = case.sequence, {}, {}, []
+    def sequence(
+        self,
+        sequence: LayoutSequence,
+        backend: Backend,
+        workloads: Mapping[str, Workload] | None = None,
+        started: Callable[[Case], None] | None = None,
+    ) -> Iterator[Stepped]:
+        """Each case of `sequence` stepped in order on `backend` (told where the sequence opens
+        and closes), `workloads` by case id in place of materialized ones, `started` told of
+        each case as it starts. A failure to localize waits for the sequence's end, so that
+        localization's reruns leave the later cases' device alone; the cases after it wait
+        with it, so that the stepped come in the sequence's order."""
+        twins: dict[tuple[str, str], Twin] = {}  # (cell, mode) -> its eager/dynamic run
+        layouts: dict[str, tuple[str, References]] = {}  # workload key -> (layout, refs)
+        captured: list[tuple[Case, Workload]] = []  # the capture cases so far, in order
+        waiting: list[tuple[Stepped, tuple[tuple[Case, Workload], ...]]] = []
+        opens = True  # until a case reaches the backend
+        for index, case in enumerate(sequence.cases):
+            if started is not None:
+                started(case)
+            closes = index == len(sequence.cases) - 1
+            workload = (workloads or {}).get(case.id)
+            stepped = self._case(case, backend, workload, (opens, closes), twins, layouts)
+            before = tuple(captured)
+            if stepped.workload is not None:  # it reached the backend
+                opens = False
+                if not case.capture:
+                    feeds = stepped.workload.feeds(self._options.runs)
+                    twins[case.cell, case.mode] = Twin(stepped.run, feeds)
+                else:
+                    if stepped.references:
+                        label = case.layout.label
+                        layouts.setdefault(stepped.workload.key, (label, stepped.references))
+                    captured.append((case, stepped.workload))
+            if waiting or self._localizes(stepped):
+                waiting.append((stepped, before))
+            else:
+                yield stepped
+        for stepped, before in waiting:
+            yield self._localized(stepped, backend, before) if self._localizes(stepped) else stepped
+
+    def _localizes(self, stepped: Stepped) -> bool:
+        return self._localize and bool(stepped.judgement.verdicts & LOCALIZED_VERDICTS)
+
+    def _localized(
+        self, stepped: Stepped, backend: Backend, before: Sequence[tuple[Case, Workload]]
+    ) -> Stepped:
+        """`stepped` with its first divergent node, its judgement checked against the cause
+        its rule declares."""
+        began, case, judgement = time.perf_counter(), stepped.case, stepped.judgement
+        divergent = diagnose(backend, case, stepped.workload, judgement.verdicts, before)
+        return dataclasses.replace(
+            stepped,
+            judgement=_cause_checked(judgement, case.expectation.cause, divergent),
+            divergent_node=divergent,
+            wall_ms=stepped.wall_ms + _ms_since(began),
+        )
+
+    def _case(
+        self,
+        case: Case,
+        backend: Backend,
+        workload: Workload | None,
+        place: tuple[bool, bool],
+        twins: Mapping[tuple[str, str], Twin],
+        layouts: Mapping[str, tuple[str, References]],
+    ) -> Stepped:
+        """`case` judged against the twins and the layouts captured before it in its sequence;
+        `place`: whether it opens and whether it closes the sequence."""
         began = time.perf_counter()
         expected = None
         try:
@@ -149,34 +212,25 @@ class Step:
         feeds = workload.feeds(self._options.runs)
         references = {v: workload.defined(v, outputs) for v, outputs in references.items()}
         slack = functools.cache(functools.partial(_slack, workload))
-        run = _defined(backend.run(CaseWork(case, workload)), workload, feeds)
+        run = _defined(backend.run(CaseWork(case, workload, *place)), workload, feeds)
         judgement = judge(
             Evidence(
                 case,
                 run,
                 references,
                 feeds=feeds,
-                eager=self._twins.get((case.cell, "eager")) if case.capture else None,
-                dynamic=None if case.dynamic else self._twins.get((case.cell, "dynamic")),
-                earlier=self._earlier(workload) if case.capture else (),
+                eager=twins.get((case.cell, "eager")) if case.capture else None,
+                dynamic=None if case.dynamic else twins.get((case.cell, "dynamic")),
+                earlier=tuple(v for k, v in layouts.items() if k != workload.key)
+                if case.capture
+                else (),
                 no_reference=no_reference,
                 expected=expected,
                 slack=slack,
             )
         )
-        divergent = None
-        if self._localize and judgement.verdicts & LOCALIZED_VERDICTS:
-            divergent = diagnose(backend, case, workload, judgement.verdicts, self._captured)
-            judgement = _cause_checked(judgement, case.expectation.cause, divergent)
-        if case.capture:
-            if references:
-                self._layouts.setdefault(workload.key, (case.layout.label, references))
-            self._captured.append((case, workload))
-        else:
-            self._twins[case.cell, case.mode] = Twin(run, feeds)
-        return Stepped(
-            case, run, judgement, _ms_since(began), references, no_reference, divergent, workload
-        )
+        ms = _ms_since(began)
+        return Stepped(case, run, judgement, ms, references, no_reference, workload=workload)
 
     def _scenario(self, item: ScenarioTarget, backend: Backend) -> Stepped:
         began = time.perf_counter()
@@ -219,10 +273,6 @@ class Step:
             return self._oracle(workload), ""
         except Exception as exc:  # onnxruntime CPU refused the model
             return {}, f"onnxruntime CPU refused the case ({type(exc).__name__}: {exc})"
-
-    def _earlier(self, workload: Workload) -> tuple[tuple[str, Mapping], ...]:
-        """The references of the other layouts captured so far, first captured first."""
-        return tuple(v for k, v in self._layouts.items() if k != workload.key)
 
 
 def judged_scenario(scenario: Scenario, tolerance: Tolerance) -> ScenarioJudged:

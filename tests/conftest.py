@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 
 from runner import cli
-from runner.backends.base import Timings, Trace
+from runner.backends.base import CaseWork, Timings, Trace
 from runner.history import CaseResult
 from runner.verdicts import Outcome
 
@@ -110,6 +110,16 @@ def run_until_results(suite: Path, out: Path, results: int = 3) -> subprocess.Po
             break
         time.sleep(0.1)
     return proc
+
+
+def opening(case, workload) -> CaseWork:
+    """`case` as the first of a layout-change sequence the next works continue."""
+    return CaseWork(case, workload, opens_sequence=True, closes_sequence=False)
+
+
+def continuing(case, workload) -> CaseWork:
+    """`case` in the layout-change sequence the backend has open: it sees what came before."""
+    return CaseWork(case, workload, opens_sequence=False, closes_sequence=False)
 
 
 def case_result(**fields) -> CaseResult:

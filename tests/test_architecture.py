@@ -5,6 +5,7 @@ entry each, and the modules import one another without cycles."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import json
 import re
@@ -18,6 +19,7 @@ import pytest
 
 from runner.backends import REGISTRY
 from runner.backends.base import RUN_STATUSES
+from runner.matrix import Case
 from runner.scenario.bundled import PAGE_MODULES
 from runner.suite import load_suites
 from runner.suite.spec import label_versions
@@ -229,8 +231,9 @@ def test_the_report_and_repro_floors_point_down_only():
             assert not {t for t in imported if t.startswith("runner.backends")}, name
         if name.startswith("runner.repro"):
             assert not {t for t in imported if t.startswith("runner.report")}, name
-        if name.startswith("runner.history"):
-            assert not {t for t in imported if t.startswith(("runner.report", "runner.repro"))}
+        if name.startswith("runner.history"):  # storage at the bottom: no backend either
+            above = ("runner.report", "runner.repro", "runner.backends", "runner.step")
+            assert not {t for t in imported if t.startswith(above)}, name
     assert _importers(graph, "runner.tools") == set()
     assert _importers(graph, "runner.reporters") == {"runner.cli"}
 
@@ -356,6 +359,32 @@ def test_backends_have_one_entry_point_and_the_step_alone_calls_it():
         if isinstance(node, ast.Call) and ast.unparse(node.func) in ("CaseWork", "ScenarioWork")
     }
     assert makers == {"runner/step.py", "runner/localize.py", "runner/repro/verify.py"}
+
+
+def test_only_the_matrix_finds_where_a_layout_sequence_begins():
+    """The matrix cuts cases into ``LayoutSequence``s; the step runs one as a whole and tells the
+    backend where it opens and closes (``CaseWork``): no backend, and no other step, compares
+    cases to find a sequence's boundary."""
+    assert "sequence" not in {f.name for f in dataclasses.fields(Case)}
+    assert not hasattr(Case, "sequence")
+    readers = {
+        path.relative_to(REPO).as_posix()
+        for path in RUNNER.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Name) and node.id == "_sequence_key"
+    }
+    assert readers == {"runner/matrix.py"}
+    for path in (RUNNER / "backends").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        attributes = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+        assert not attributes & {"sequence", "_sequence"}, path
+    readers = set()  # the backends that keep a sequence's sessions or device
+    for descriptor in REGISTRY.values():
+        package = REPO / descriptor.factory.rpartition(".")[0].replace(".", "/")
+        if any("work.opens_sequence" in path.read_text() for path in package.rglob("*.py")):
+            readers.add(descriptor.name)
+    # onnxruntime CPU and onnxruntime-genai make every case's session anew
+    assert readers == set(REGISTRY) - {"reference", "ort-genai"}
 
 
 def test_the_suite_loader_is_handed_the_backends_it_parses_entries_with():

@@ -166,7 +166,7 @@ def test_the_versions_axis_bisect_and_repro_keep_what_the_suite_expects(write_su
     assert (capture.expect, capture.buffers.inputs) == ({"stale-input"}, "fresh")
     [suite] = load(Selection((path,)))
     probe = BackendTarget("ort-web", "webgpu", version="1.27.0", declared="1.27.0")
-    [eager, capture] = sequence_until(suite, capture, probe)
+    [eager, capture] = sequence_until(suite, capture, probe).cases
     assert (capture.expect, capture.buffers.inputs) == ({"stale-input"}, "fresh")
     assert eager.expect == {"pass"}
 

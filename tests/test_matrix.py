@@ -7,6 +7,7 @@ import pytest
 from runner.backends import REGISTRY
 from runner.matrix import (
     expand_matrix,
+    layout_sequences,
     parse_shard,
     select_cases,
     shard_cases,
@@ -47,19 +48,22 @@ def test_counts_and_ids(suite):
     assert cases[2].id == "a/batch=1,sequence=8/layout=heads,eps/ort-web:jsep/eager"
 
 
+def _cell(case):
+    return case.model.name, case.shape.label, case.backend.id
+
+
 def test_order_keeps_layout_sequences_contiguous(suite):
     cases = expand_matrix([suite])
-    seen, previous = set(), None
-    for case in cases:
-        if case.sequence != previous:
-            assert case.sequence not in seen, "a sequence was split"
-            seen.add(case.sequence)
-            previous = case.sequence
+    sequences = layout_sequences(cases)
+    assert [case for sequence in sequences for case in sequence.cases] == cases
+    assert all(len({_cell(c) for c in s.cases}) == 1 for s in sequences)
+    assert len({_cell(s.cases[0]) for s in sequences}) == len(sequences), "a sequence was split"
+    assert len(sequences) == 2 * 2 * 4
     assert expand_matrix([suite]) == cases  # deterministic
 
 
 def test_sequences_return_to_their_first_layout(suite):
-    cases = [c for c in expand_matrix([suite]) if c.sequence == expand_matrix([suite])[0].sequence]
+    cases = layout_sequences(expand_matrix([suite]))[0].cases
     assert [c.id.split("/", 2)[2] for c in cases] == [
         "layout=eps,heads/ort-web:jsep/eager",
         "layout=eps,heads/ort-web:jsep/capture",
@@ -153,7 +157,7 @@ def test_shards_cover_every_case_exactly_once(suite, total):
     assert len(flat) == len(set(flat))
     for shard in shards:  # sequences are never split
         for case in shard:
-            assert all(c in shard for c in cases if c.sequence == case.sequence)
+            assert all(c in shard for c in cases if _cell(c) == _cell(case))
     if total <= 2:
         assert all(shards), "a shard came out empty"
 
@@ -166,8 +170,8 @@ def test_bad_shard(text):
 
 def test_failed_cases_come_back_with_what_runs_before_them(suite):
     cases = expand_matrix([suite])
-    first = [c for c in cases if c.sequence == cases[0].sequence]
-    other = [c for c in cases if c.sequence == cases[-1].sequence]
+    sequences = layout_sequences(cases)
+    first, other = list(sequences[0].cases), list(sequences[-1].cases)
     wanted = {first[3].id, first[1].id, other[0].id, "gone/from/the/suite"}
     assert with_predecessors(cases, wanted) == first[:4] + other[:1]
     assert with_predecessors(cases, set()) == []

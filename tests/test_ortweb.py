@@ -40,6 +40,7 @@ from runner.suite.spec import (
     Tolerance,
 )
 from runner.workload import Workload, materialize
+from tests.conftest import continuing, opening
 
 pytestmark = pytest.mark.browser
 
@@ -289,8 +290,8 @@ def test_the_browser_keeps_compiled_wasm_in_a_profile_of_its_own_until_closed():
 
 def test_a_revisited_case_keeps_its_session_until_its_revisit(backend):
     """Layouts A, B, then A again (revisit): A's session lives through B and is run again, not
-    created again, then released; a kept session whose revisit never comes goes with the next
-    sequence."""
+    created again, then released; a kept session whose revisit never comes goes when its
+    sequence closes, or else when the next one opens."""
     page = backend._loaded_page(pinned_version(), "webgpu")
     spec = ModelSpec("encoder-compact", builtin="encoder", encoder=ENCODERS["compact"])
     first = dataclasses.replace(make_case("webgpu", True, spec), revisited=True)
@@ -298,15 +299,15 @@ def test_a_revisited_case_keeps_its_session_until_its_revisit(backend):
         first, layout=Layout("eps", values=(("eps", 1e-2),)), revisited=False
     )
     workload = materialize(first)
-    recorded = backend.run(CaseWork(first, workload))
+    recorded = backend.run(opening(first, workload))
     assert recorded.trace.bind_groups_created > 0 and not recorded.details["reused_session"]
     held = page.holdings()
     assert held["sessions"] == [f"{workload.key}/capture"] and held["buffers"] > 0
-    assert backend.run(CaseWork(second, materialize(second))).status == "ok"
+    assert backend.run(continuing(second, materialize(second))).status == "ok"
     assert page.holdings() == held  # B ran next to A's session, and left nothing of its own
 
     revisit = backend.run(
-        CaseWork(dataclasses.replace(first, revisit=True, revisited=False), workload)
+        CaseWork(dataclasses.replace(first, revisit=True, revisited=False), workload, False, True)
     )
     assert revisit.details["reused_session"]
     assert revisit.timings.session_ms is None
@@ -315,11 +316,11 @@ def test_a_revisited_case_keeps_its_session_until_its_revisit(backend):
     assert_matches_onnxruntime(revisit, workload)
     assert page.holdings() == NOTHING_HELD
 
-    assert (
-        backend.run(CaseWork(first, workload)).status == "ok"
-    )  # kept, but its revisit never comes
+    assert backend.run(CaseWork(first, workload)).status == "ok"  # a sequence of its own
+    assert page.holdings() == NOTHING_HELD
+    assert backend.run(opening(first, workload)).status == "ok"  # its revisit never comes
+    assert page.holdings()["sessions"] == held["sessions"]
     other = make_case("webgpu", False, spec, shape=Shape((("batch", 1), ("sequence", 4))))
-    assert other.sequence != first.sequence
     assert backend.run(CaseWork(other, materialize(other))).status == "ok"
     assert page.holdings() == NOTHING_HELD
 
@@ -343,7 +344,6 @@ def test_explores_examples_compile_every_shader_themselves_where_a_run_reuses_th
     time goes)."""
     first, workload = sequence_case(bundle, True)
     again = dataclasses.replace(first, model=dataclasses.replace(first.model, name="again"))
-    assert again.sequence != first.sequence
     compiled, outputs = {}, {}
     for fresh in (True, False):
         backend = open_ortweb(runs=3, fresh_sequences=fresh)

@@ -88,7 +88,7 @@ def test_a_bisect_probe_runs_the_case_after_its_sequence_on_one_target(write_sui
     suites = load(Selection((write_suite(SUITE),)))
     suite, case = find_case(suites, ENC.format("big-eps", "reference", "capture"))
     probe = sequence_until(suite, case, BackendTarget("wgpu"))
-    assert [c.id for c in probe] == [
+    assert [c.id for c in probe.cases] == [
         ENC.format(layout, "wgpu", mode)
         for layout in ("eps,heads", "big-eps")
         for mode in ("eager", "capture")

@@ -31,7 +31,7 @@ from runner.suite.spec import (
     Tolerance,
 )
 from runner.workload import Workload, materialize
-from tests.conftest import REPO
+from tests.conftest import REPO, continuing, opening
 from tests.test_wgpu_kernels import make_case, make_workload, open_wgpu
 
 pytestmark = pytest.mark.gpu
@@ -107,14 +107,14 @@ def test_layout_order_changes_the_uniform_structs(backend):
 def test_capture_replays_without_bind_groups_or_uniform_writes(backend):
     shape = Shape((("batch", 1), ("sequence", 7)))  # a session no other test made
     case, workload = encoder_case("exported", Layout("trace"), capture=False, shape=shape)
-    eager = backend.run(CaseWork(case, workload))
+    eager = backend.run(opening(case, workload))
     steps = len(eager.trace.dispatches)
     assert steps == eager.details["dispatches"] > 0
     assert eager.trace.replay_bind_groups_created == 2 * steps  # rebuilt on every run
     assert eager.trace.replay_uniform_writes == 2 * steps
 
     case, workload = encoder_case("exported", Layout("trace"), capture=True, shape=shape)
-    captured = backend.run(CaseWork(case, workload))
+    captured = backend.run(continuing(case, workload))
     assert captured.details["capture"]["recorded"]
     assert captured.trace.bind_groups_created == steps
     assert captured.trace.replay_bind_groups_created == 0
@@ -126,7 +126,7 @@ def test_capture_replays_without_bind_groups_or_uniform_writes(backend):
         assert [b.slot for b in dispatch.bindings if b.role == "uniform"] == [16]
         assert all(b.slot < 16 for b in dispatch.bindings if b.role != "uniform")
 
-    again = backend.run(CaseWork(case, workload))  # the same layout again: the cached capture
+    again = backend.run(continuing(case, workload))  # the same layout again: its capture
     assert not again.details["capture"]["recorded"]
     assert again.trace.bind_groups_created == 0 and again.trace.uniform_writes == 0
     assert again.details["capture"]["key"] == captured.details["capture"]["key"]
@@ -144,8 +144,9 @@ def test_fault_switch_replays_the_earlier_layouts_capture(values):
                 case, workload = encoder_case("compact", layout, capture)
                 if name == "b" and capture:
                     case = dataclasses.replace(case, inject=frozenset({FAULT}))
+                work = continuing(case, workload) if results else opening(case, workload)
                 results[name, capture] = (
-                    fresh.run(CaseWork(case, workload)),
+                    fresh.run(work),
                     compute_reference(workload),
                 )
         (stale, expected_b), (_, expected_a) = results["b", True], results["a", True]
@@ -157,7 +158,7 @@ def test_fault_switch_replays_the_earlier_layouts_capture(values):
         assert not stale.details["capture"]["recorded"]
 
         case, workload = encoder_case("compact", second, capture=True)  # without the fault
-        fixed = fresh.run(CaseWork(case, workload))
+        fixed = fresh.run(continuing(case, workload))
         assert fixed.details["capture"]["recorded"] and matches(fixed, expected_b)
     finally:
         fresh.close()
@@ -170,7 +171,7 @@ def test_run_wide_fault_with_an_order_change_binds_the_earlier_programs():
         runs = []
         for order in (("eps", "heads", "scale"), ("cols", "rows", "eps")):
             case, workload = encoder_case("compact", Layout("-".join(order), order=order), True)
-            runs.append(faulty.run(CaseWork(case, workload)))
+            runs.append(faulty.run(continuing(case, workload) if runs else opening(case, workload)))
         pipelines = [[d.pipeline for d in run.trace.dispatches] for run in runs]
         assert pipelines[1] == pipelines[0]
         assert runs[1].details["capture"]["key"] == runs[0].details["capture"]["key"]
@@ -235,12 +236,12 @@ def test_inputs_must_agree_with_the_pinned_shape(backend):
 def test_timings_sessions_and_timeout(backend):
     shape = Shape((("batch", 1), ("sequence", 5)))  # a session no other test made
     case, workload = encoder_case("compact", Layout("timing"), capture=False, shape=shape)
-    first = backend.run(CaseWork(case, workload))
+    first = backend.run(opening(case, workload))
     assert first.details["session_created"]
     assert first.timings.runs == 3
     assert first.timings.session_ms > 0 and first.timings.first_run_ms > 0
     assert first.timings.median_run_ms > 0
-    second = backend.run(CaseWork(case, workload))
+    second = backend.run(continuing(case, workload))
     assert not second.details["session_created"]
     assert second.details["session"] == first.details["session"]
 

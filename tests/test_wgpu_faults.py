@@ -70,8 +70,11 @@ class Cell:
     capture_verdicts: frozenset[str]
 
 
-def run_cell(backend: WgpuBackend, style: str, faults: frozenset[str] = frozenset()) -> Cell:
-    """The cell eager then capture, three rounds of new inputs (graphs as the fault needs)."""
+def run_cell(
+    backend: WgpuBackend, style: str, faults: frozenset[str] = frozenset(), opens: bool = True
+) -> Cell:
+    """The cell eager then capture, three rounds of new inputs (graphs as the fault needs); a
+    layout-change sequence of its own, or (not `opens`) one continuing the backend's."""
     runs, evidence = {}, {}
     graphs = max((GRAPHS.get(fault, 1) for fault in faults), default=1)
     for capture in (False, True):
@@ -79,7 +82,8 @@ def run_cell(backend: WgpuBackend, style: str, faults: frozenset[str] = frozense
         case = dataclasses.replace(case, inject=faults, graphs=graphs)
         workload = materialize(case, runs=3)
         references = {v: compute_reference(workload, v) for v in workload.all_variants()}
-        runs[capture] = backend.run(CaseWork(case, workload))
+        work = CaseWork(case, workload, opens and not capture, closes_sequence=False)
+        runs[capture] = backend.run(work)
         assert runs[capture].status == "ok", runs[capture].message
         feeds = workload.feeds(3)
         twin = Twin(runs[False], feeds) if capture else None
@@ -205,15 +209,16 @@ def test_graphs_record_apart_and_sharing_inputs_returns_the_first_graphs_result(
 @pytest.mark.parametrize("fault", sorted(EXPECTED))
 def test_a_faulted_cell_leaves_a_later_clean_cell_passing(fault):
     """On a fresh device, the faulted cell runs first and fills every cache; the same cell
-    clean, then with the shape-only cache fault (same layout, so honestly a pass), passes."""
+    clean, then with the shape-only cache fault (same layout, so honestly a pass), passes, each
+    continuing the sequence on that device."""
     fresh = open_wgpu()
     try:
         faulted = run_cell(fresh, "compact", frozenset({fault}))
         assert (faulted.eager_verdicts, faulted.capture_verdicts) == EXPECTED[fault]
-        clean = run_cell(fresh, "compact")
+        clean = run_cell(fresh, "compact", opens=False)
         assert clean.eager_verdicts == clean.capture_verdicts == {"pass"}
         assert clean.capture.details["capture"]["recorded"]  # nothing faulted was reused
-        by_shape = run_cell(fresh, "compact", frozenset({SHAPE_ONLY_CAPTURE_CACHE}))
+        by_shape = run_cell(fresh, "compact", frozenset({SHAPE_ONLY_CAPTURE_CACHE}), opens=False)
         assert by_shape.eager_verdicts == by_shape.capture_verdicts == {"pass"}
         assert by_shape.capture.details["capture"] == {
             **clean.capture.details["capture"],

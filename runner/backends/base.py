@@ -135,10 +135,10 @@ class BackendOptions:
     inject: frozenset[str] = frozenset()  # run-wide faults; the pipeline adds them to Case.inject
     adapter: str | None = None  # wgpu: adapter name or backend type
     chromium: str | None = None  # ort-web: browser executable
-    # Each layout-change sequence on its own (wgpu: a device of its own; ort-web: a new
-    # onnxruntime-web instance in the page, sharing only what devicepool.js compiled), so
-    # that what it gives depends on its own cases only: explore's examples. A run keeps one
-    # page per build and one instance across sequences, which makes many suites fast.
+    # Each layout-change sequence on a new onnxruntime-web instance in its page (ort-web:
+    # sharing only what devicepool.js compiled; wgpu gives every sequence a device of its own
+    # anyway), so that what it gives depends on its own cases only: explore's examples. A run
+    # keeps one page per build and one instance across sequences, which makes many suites fast.
     fresh_sequences: bool = False
 
     @property
@@ -189,10 +189,18 @@ def case_timeout(case: Case, options: BackendOptions) -> float:
 @dataclass(frozen=True)
 class CaseWork:
     """A matrix case to run: a session of its own (or the one its revisit comes back to), run
-    once per input of the workload's schedule; reported as a ``BackendRun``."""
+    once per input of the workload's schedule; reported as a ``BackendRun``.
+
+    Its place in its layout-change sequence: the first case opens it (nothing an earlier
+    sequence left may serve it: its sessions are released, its device or instance replaced
+    where the backend keeps one a sequence), the last closes it (what the sequence made can
+    go). A case run on its own is a sequence of its own; a sequence whose last case never
+    reaches the backend (a skip) ends where the next one opens."""
 
     case: Case
     workload: Workload  # the model variant and every run's inputs
+    opens_sequence: bool = True
+    closes_sequence: bool = True
 
     @property
     def target(self) -> BackendTarget:

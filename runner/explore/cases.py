@@ -36,7 +36,7 @@ from runner.explore.generated import GeneratedModel, write_suite
 from runner.explore.space import ExploredModel
 from runner.history import CaseResult
 from runner.localize import LOCALIZED_VERDICTS, plain_attribute
-from runner.matrix import Case, expand_suite
+from runner.matrix import Case, expand_suite, layout_sequences
 from runner.pipeline import execute
 from runner.repro.command import ReproOptions, repro_descriptor
 from runner.repro.make import make_bundle
@@ -67,13 +67,16 @@ def run_cases(
     gives), the first failing one localized."""
     step = Step(oracle, options)
     stepped: list[Stepped] = []
-    for case in expand_suite(explored.suite):
-        case = dataclasses.replace(case, inject=case.inject | options.inject)
-        done = step.run(case, backend)
-        stepped.append(done)
-        why = _discard(done)
-        if why:
-            return CasesRun(discarded=why, lacking=_lacking(done))
+    cases = [
+        dataclasses.replace(c, inject=c.inject | options.inject)
+        for c in expand_suite(explored.suite)
+    ]
+    for sequence in layout_sequences(cases):
+        for done in step.sequence(sequence, backend):
+            stepped.append(done)
+            why = _discard(done)
+            if why:
+                return CasesRun(discarded=why, lacking=_lacking(done))
     ran = CasesRun(tuple(stepped))
     failing = ran.failing
     if failing is None or not failing.judgement.verdicts & LOCALIZED_VERDICTS:

@@ -74,7 +74,7 @@ from runner.explore.generated import (
 )
 from runner.explore.ledgers import Budget, BudgetSpent, Kinds, Lacking
 from runner.explore.machine import cut_after, machine_factory
-from runner.explore.space import COUNTED, ExploredModel, Space
+from runner.explore.space import ExploredModel, Space
 from runner.files import cache_root
 from runner.matrix import ScenarioTarget
 from runner.oracle import ReferenceCache
@@ -292,7 +292,7 @@ class _Examiner:
     def progress(self) -> str:
         return (
             f"explore: {self.examples} examples, {self.steps} "
-            f"{COUNTED[self.request.space.source.draws][1]} in "
+            f"{self.request.space.counted[1]} in "
             f"{self.budget.elapsed():.0f} s; {len(self.kinds.shortest)} failure kind(s) so far"
             + (f"; {self.not_alone} gone on a new device" if self.not_alone else "")
         )

@@ -208,6 +208,11 @@ class Space:
     target: BackendTarget
     actions: tuple[str, ...]
 
+    @property
+    def counted(self) -> tuple[str, str]:
+        """What its examples are and what their parts are, as explore counts them."""
+        return COUNTED[self.source.draws]
+
 
 def explore_space(
     selection: Selection,

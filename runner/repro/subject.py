@@ -18,7 +18,7 @@ from runner.backends import REGISTRY
 from runner.backends.base import BackendTarget
 from runner.errors import InvalidInput
 from runner.history import CaseResult, RunRecord, SqliteHistory
-from runner.matrix import Case, expand_suite
+from runner.matrix import Case, expand_suite, layout_sequences
 from runner.repro.command import NOTHING_TO_REPRODUCE, backend_name, repro_descriptor
 from runner.suite import load_suite
 from runner.suite.spec import Suite, mode_name
@@ -81,7 +81,8 @@ def load_subject(history: Path, result: CaseResult, with_fault: bool) -> Subject
     runs = int(options.get("runs") or 3)
     workload = materialize(case, runs)  # with the input sequence the run fed
     notes = check_digest(result, workload)
-    before = [c for c in cases[:index] if c.sequence == case.sequence]
+    sequence = next(s for s in layout_sequences(cases) if cases[index] in s.cases)
+    before = list(sequence.until(case.id).cases[:-1])
     eager = None
     earlier: tuple[tuple[Case, Workload], ...] = ()
     if case.capture:

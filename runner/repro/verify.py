@@ -18,7 +18,7 @@ from runner.backends import open_backend
 from runner.backends.base import Backend, BackendOptions, BackendRun, CaseWork
 from runner.errors import InvalidInput
 from runner.judge import Judgement
-from runner.matrix import Case
+from runner.matrix import Case, LayoutSequence
 from runner.oracle import ReferenceCache, References
 from runner.repro.cut import exposed
 from runner.repro.subject import Subject
@@ -44,15 +44,17 @@ def rerun(
     InvalidInput when onnxruntime CPU gives no reference to bundle."""
     step = Step(ReferenceCache(None).references, dataclasses.replace(options, runs=subject.runs))
     backend = open_backend(subject.case.backend.name, options)
+    cases = [case for case, _ in subject.earlier]
+    workloads = {case.id: replaced for case, replaced in zip(cases, earlier, strict=True)}
+    for case in (subject.eager, subject.case):
+        if case is not None:
+            cases.append(case)
+            workloads[case.id] = workload
     try:
-        before = [
-            step.run(case, backend, replaced)
-            for (case, _), replaced in zip(subject.earlier, earlier, strict=True)
-        ]
-        eager = step.run(subject.eager, backend, workload) if subject.eager else None
-        judged = step.run(subject.case, backend, workload)
+        *before, judged = step.sequence(LayoutSequence(tuple(cases)), backend, workloads)
     finally:
         backend.close()
+    eager = before.pop() if subject.eager else None
     for stepped in (*before, judged):  # the bundle holds every one's expected outputs
         if not stepped.references:
             why = stepped.no_reference or f"{stepped.run.status}: {stepped.run.message}"

@@ -12,7 +12,7 @@ or ``{outputs: fresh}``), and outputs onnxruntime allocates itself, so ``outputs
 fixed outputs as ``rewrite`` does. A session onnxruntime made on the CPU EP alone (its answer
 when the WebGPU EP fails) is an error, never a pass; the nodes it runs on the CPU beside the
 EP are named in the run's details.
-Sessions stay alive until the next sequence begins, so a revisit replays an earlier capture.
+A sequence's sessions stay alive until it closes, so a revisit replays an earlier capture.
 
 Every capture run is checked against onnxruntime's log (``replays``): a graph's first run must
 record, every later run must replay that graph.
@@ -185,8 +185,7 @@ class EpBackend:
             self.device = self._pick_device(None if options.on_cpu else options.adapter)
             self.adapter = describe(self.device)
         self.memory = "cpu" if options.on_cpu else "webgpu"
-        self._sessions: dict[tuple[str, str], NativeSession] = {}
-        self._sequence: tuple | None = None
+        self._sessions: dict[tuple[str, str], NativeSession] = {}  # the open sequence's
 
     def _probe(self) -> str:
         """The adapter onnxruntime-webgpu runs on, as this process loaded it, after a one-node
@@ -234,12 +233,14 @@ class EpBackend:
     def run(self, work: Work) -> BackendRun | ScenarioRun:
         if isinstance(work, ScenarioWork):
             return ran_on(self._scenario(work), self.adapter)
-        return ran_on(self._case(work.case, work.workload), self.adapter)
+        if work.opens_sequence:  # what an earlier sequence left goes, as ort-web's does
+            self._sessions.clear()
+        run = self._case(work.case, work.workload)
+        if work.closes_sequence:
+            self._sessions.clear()
+        return ran_on(run, self.adapter)
 
     def _case(self, case: Case, workload: Workload) -> BackendRun:
-        if case.sequence != self._sequence:  # earlier sequences' sessions go, as ort-web's do
-            self._sequence = case.sequence
-            self._sessions.clear()
         faults = case.inject | self.options.inject
         began = time.perf_counter()
         key = (workload.key, case.mode)

@@ -26,6 +26,7 @@ import onnx
 from runner.backends.base import (
     BackendOptions,
     BackendRun,
+    CaseWork,
     ScenarioWork,
     Timings,
     Work,
@@ -100,13 +101,14 @@ class OrtWebBackend:
         if isinstance(work, ScenarioWork):
             run = self._scenario(work)
         else:
-            run = self._case(work.case, work.workload)
+            run = self._case(work)
         facts = ("vendor", "architecture", "device", "description")  # what Chromium tells
         return ran_on(run, " ".join(self.adapter[k] for k in facts if self.adapter.get(k)) or None)
 
-    def _case(self, case: Case, workload: Workload) -> BackendRun:
+    def _case(self, work: CaseWork) -> BackendRun:
         from runner.backends.ortweb.page import CaseTimedOut, PageBroken
 
+        case, workload = work.case, work.workload
         details = _details(case.backend)
         page, status, message = self._page_for(case.backend, workload, case.capture)
         if page is None:
@@ -117,8 +119,13 @@ class OrtWebBackend:
             return BackendRun(status="error", message=str(unknown), details=details)
         try:
             try:
-                timeout, fresh = case_timeout(case, self.options), self.options.fresh_sequences
-                result = page.run(spec, timeout, sequence=case.sequence, fresh=fresh)
+                result = page.run(
+                    spec,
+                    case_timeout(case, self.options),
+                    opens=work.opens_sequence,
+                    closes=work.closes_sequence,
+                    fresh=self.options.fresh_sequences,
+                )
             finally:
                 for path in registered:
                     self._server.unregister(path)

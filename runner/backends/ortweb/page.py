@@ -72,7 +72,6 @@ class BundlePage:
         self._ran = False  # whether a case or scenario ran since the page was loaded
         self.adapter: dict[str, Any] | None = None  # the WebGPU adapter the page saw at load
         self.lacks: list[str] = []  # what capture needs that the loaded module lacks (harness.js)
-        self.sequence: Any = None  # the layout-change sequence whose sessions the page holds
         self._errored = False  # a case errored in the instance (stuck_after_error)
         self._models: list[str] = []  # its own sessions' models' server paths while loaded
 
@@ -86,21 +85,20 @@ class BundlePage:
         )
 
     def run(
-        self, spec: dict[str, Any], timeout_s: float, sequence: Any, fresh: bool = False
+        self, spec: dict[str, Any], timeout_s: float, opens: bool, closes: bool, fresh: bool
     ) -> dict[str, Any]:
         """Run one case; returns harness.js's result, or raises CaseTimedOut or PageBroken.
 
         The case's session is released after it unless the spec's ``keepSession`` says a later
-        revisit of its layout-change ``sequence`` runs it again; the first case of another
-        sequence releases any kept session whose revisit did not come, and with `fresh` runs on
-        an onnxruntime-web of its own (``_afresh``: nothing an earlier sequence left remains), as
-        it does after a case that errored in a bundle stuck after an error.
+        revisit in its layout-change sequence runs it again. A case that `opens` a sequence
+        releases any session an earlier one kept, and with `fresh` runs on an onnxruntime-web of
+        its own (``_afresh``: nothing an earlier sequence left remains), as it does after a case
+        that errored in a bundle stuck after an error; one that `closes` it releases them all.
         """
-        if (fresh or self._errored) and self._ran and sequence != self.sequence:
+        if (fresh or self._errored) and self._ran and opens:
             self._afresh()
             self._errored = False
-        spec = {**spec, "newSequence": sequence != self.sequence}
-        self.sequence = sequence
+        spec = {**spec, "opensSequence": opens, "closesSequence": closes}
         result = self._evaluate("harness.run", spec, timeout_s, pooled=self._renews)
         threw = result["status"] in ("error", "unsupported-op")  # a kernel may refuse as it runs
         self._errored = self._stuck_after_error and (self._errored or threw)
@@ -218,7 +216,6 @@ class BundlePage:
             except Error:
                 pass  # already gone with its renderer
         self._page = None
-        self.sequence = None
         for path in self._models:
             self._server.unregister(path)
         self._models = []

@@ -20,6 +20,7 @@ import wgpu.backends.wgpu_native
 from runner.backends.base import (
     BackendOptions,
     BackendRun,
+    CaseWork,
     ScenarioWork,
     Timings,
     Trace,
@@ -36,7 +37,6 @@ from runner.backends.wgpu.scenario import run_scenario
 from runner.backends.wgpu.tensors import DeviceTypeError, UnsupportedOp
 from runner.backends.wgpu.trace import case_trace, logged_errors
 from runner.errors import EnvironmentUnusable
-from runner.matrix import Case
 from runner.scenario.values import ScenarioRun
 from runner.schedule import BASE, Variant
 from runner.workload import Workload
@@ -47,18 +47,18 @@ class WgpuBackend:
 
     def __init__(self, options: BackendOptions):
         self.options = options
-        self._owner: tuple | None = None  # what the open device serves: a sequence, a scenario
-        self._opened: Device | None = None
+        self._opened: Device | None = None  # the open sequence's or scenario's
+        self._preference: str | None = None  # the adapter it was opened for
         probe = Device.open(options.adapter)  # fail now, not per case, if there is no adapter
         self._adapter_info = adapter_environment(probe.adapter)
         probe.device.destroy()
 
-    def _device(self, preference: str | None, owner: tuple) -> Device:
-        """The device of `owner` (a case's sequence, a scenario run), opened afresh when the
-        owner or the adapter preference changes."""
-        if (owner, preference) != self._owner:
+    def _device(self, preference: str | None, fresh: bool) -> Device:
+        """The open device, opened afresh for a new sequence or scenario (`fresh`), where none
+        is open, or for another adapter preference."""
+        if fresh or self._opened is None or preference != self._preference:
             self.close()
-            self._owner, self._opened = (owner, preference), Device.open(preference)
+            self._preference, self._opened = preference, Device.open(preference)
         return self._opened
 
     def environment(self) -> dict[str, Any]:
@@ -73,16 +73,18 @@ class WgpuBackend:
         if isinstance(work, ScenarioWork):
             run = self._scenario(work)
         else:
-            run = self._case(work.case, work.workload)
+            run = self._case(work)
         if self._opened is None:  # it never reached a device
             return run
         info = self._opened.adapter.info
+        if isinstance(work, CaseWork) and work.closes_sequence:
+            self.close()
         return ran_on(run, f"{info['device']} ({info['backend_type']}, {info['description']})")
 
-    def _case(self, case: Case, workload: Workload) -> BackendRun:
+    def _case(self, work: CaseWork) -> BackendRun:
         with logged_errors() as errors:
             try:
-                return self._run(case, workload, errors)
+                return self._run(work, errors)
             except UnsupportedOp as error:
                 details = {"op": error.op_type, "node": error.node}
                 return BackendRun("unsupported-op", message=str(error), details=details)
@@ -96,14 +98,14 @@ class WgpuBackend:
 
     def _scenario(self, plan: ScenarioWork) -> ScenarioRun:
         """A scenario's steps on the device (``scenario``); never raises for its own failure."""
-        device = self._device(self.options.adapter or plan.target.adapter, (object(),))
+        device = self._device(self.options.adapter or plan.target.adapter, fresh=True)
         with logged_errors():
             return run_scenario(device, plan, Faults.of(plan.inject, self.options.inject))
 
     def close(self) -> None:
         if self._opened is not None:
             self._opened.device.destroy()
-        self._owner = self._opened = None
+        self._opened = None
 
     def _session(
         self, device: Device, workload: Workload, faults: Faults, variant: Variant = BASE
@@ -122,8 +124,9 @@ class WgpuBackend:
         device.sessions[key] = session
         return session, True
 
-    def _run(self, case: Case, workload: Workload, errors: list[str]) -> BackendRun:
-        device = self._device(self.options.adapter or case.backend.adapter, case.sequence)
+    def _run(self, work: CaseWork, errors: list[str]) -> BackendRun:
+        case, workload = work.case, work.workload
+        device = self._device(self.options.adapter or case.backend.adapter, work.opens_sequence)
         start = device.counters.snapshot()
         began = time.perf_counter()
         faults = Faults.of(case.inject, self.options.inject)  # the pipeline merges them too

@@ -231,7 +231,7 @@ const runCase = async (spec) => {
     const model = new Uint8Array(await (await fetch(contextModelUrl)).arrayBuffer());
     contextSession = await ort.InferenceSession.create(model, {executionProviders: [{name: 'webgpu'}]});
   }
-  if (spec.newSequence) {
+  if (spec.opensSequence) {
     await releaseSessions();
   }
   const name = `${spec.key}/${spec.mode}`;
@@ -255,7 +255,9 @@ const runCase = async (spec) => {
     keep = spec.keepSession;
     return caseResult(entry, reused, ran);
   } finally {
-    if (!keep) {
+    if (spec.closesSequence) {
+      await releaseSessions();
+    } else if (!keep) {
       await releaseSession(name);
     }
   }
