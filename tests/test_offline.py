@@ -47,7 +47,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     validated = regress("validate", "suites", env=no_npm, process=True)
     assert validated.returncode == 0, validated.stderr
     assert validated.stdout == (
-        "52 suite(s), 824 case(s): 45 unchecked (the notes say what), the rest ok\n"
+        "55 suite(s), 846 case(s): 49 unchecked (the notes say what), the rest ok\n"
     )
     notes = validated.stderr.splitlines()
     assert notes == [
@@ -83,6 +83,12 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "note: suites/bugs/ort-jsep-clip-no-bounds.yaml:15:15: ort-web version '1.19.2' was "
         "not checked (only a registry knows it): it is resolved when its cases run or are "
         "listed",
+        "note: suites/bugs/ort-jsep-conv3d-default-strides.yaml:20:15: "
+        "ort-web version '1.19.2' was not checked (only a registry knows it): it is "
+        "resolved when its cases run or are listed",
+        "note: suites/bugs/ort-jsep-conv3d-default-strides.yaml:20:33: "
+        "ort-web version '1.31.1' was not checked (only a registry knows it): it is "
+        "resolved when its cases run or are listed",
         "note: suites/bugs/ort-jsep-instancenorm-rank3.yaml:17:15: ort-web version '1.17.3' "
         "was not checked (only a registry knows it): it is resolved when its cases run or are "
         "listed",
@@ -156,6 +162,12 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "note: suites/bugs/upstream/ort-27749-convtranspose-odd-channels.yaml:20:15: ort-web "
         "version '1.24.3' was not checked (only a registry knows it): it is resolved when its "
         "cases run or are listed",
+        "note: suites/bugs/upstream/ort-27917-conv3d.yaml:22:15: "
+        "ort-web version '1.24.3' was not checked (only a registry knows it): it is "
+        "resolved when its cases run or are listed",
+        "note: suites/bugs/upstream/ort-28356-convtranspose-3d.yaml:18:23: "
+        "ort-web version '1.31.1' was not checked (only a registry knows it): it is "
+        "resolved when its cases run or are listed",
         "note: suites/bugs/upstream/ort-28424-skip-simplified-layernorm-bias.yaml:22:15: "
         "ort-web version '1.25.1' was not checked (only a registry knows it): it is resolved "
         "when its cases run or are listed",
@@ -184,7 +196,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     listed = regress("list", "suites", "--backend", "wgpu", env=no_npm, process=True)
     assert listed.returncode == 0, listed.stderr
     ids = listed.stdout.splitlines()
-    assert len(ids) == 218 and all("/wgpu/" in i for i in ids)
+    assert len(ids) == 223 and all("/wgpu/" in i for i in ids)
     pinned_only = regress("list", "suites", "--filter", "version=1.30.0", env=no_npm, process=True)
     assert pinned_only.returncode == 3  # the filter needs every version: npm must say
     wgpu_filtered = regress("list", "suites", "--filter", "backend=wgpu", env=no_npm, process=True)
@@ -192,7 +204,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     native = regress(
         "list", "suites", "--backend", "ort-native", env=no_npm, process=True
     )  # pip's versions
-    assert native.returncode == 0 and len(native.stdout.splitlines()) == 208, native.stderr
+    assert native.returncode == 0 and len(native.stdout.splitlines()) == 213, native.stderr
 
 
 def test_an_ort_web_selection_without_npm_exits_3_saying_why(no_npm, tmp_path):

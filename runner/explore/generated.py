@@ -463,8 +463,9 @@ def _pad(draw, g: _Graph) -> None:
 
 
 def _window(draw, g: _Graph, dilated: bool = False):
-    """An NCHW operand and the drawn window: kernel, strides, pads, dilations."""
-    x = g.operand(draw, min_rank=4, max_rank=4)
+    """An operand of 1 to 3 spatial dims (N, C, ...: ranks 3 to 5) and the drawn window: kernel,
+    strides, pads (every axis' start, then every axis' end), dilations."""
+    x = g.operand(draw, min_rank=3, max_rank=5)
     kernel = [draw(st.integers(1, min(3, d)), label="kernel") for d in x.shape[2:]]
     strides = [draw(st.integers(1, 2), label="stride") for _ in kernel]
     pads = [draw(st.integers(0, k - 1), label="pad") for k in kernel] * 2
@@ -477,7 +478,8 @@ def _window(draw, g: _Graph, dilated: bool = False):
 
 def _window_attributes(draw, g: _Graph, kernel, strides, pads, dilations=None, **more) -> dict:
     attributes = {"kernel_shape": kernel, "strides": strides, "pads": pads, **more}
-    defaults = {"strides": [1] * len(kernel), "pads": [0] * 2 * len(kernel), "dilations": [1, 1]}
+    defaults = {"strides": [1] * len(kernel), "pads": [0] * 2 * len(kernel)}
+    defaults["dilations"] = [1] * len(kernel)
     defaults |= {"group": 1, "ceil_mode": 0, "count_include_pad": 0}
     if dilations is not None:
         attributes["dilations"] = dilations
@@ -487,7 +489,7 @@ def _window_attributes(draw, g: _Graph, kernel, strides, pads, dilations=None, *
 def _conv(draw, g: _Graph) -> None:
     x, kernel, strides, pads, dilations = _window(draw, g, dilated=True)
     out = [
-        (d + pads[i] + pads[i + 2] - dilations[i] * (k - 1) - 1) // strides[i] + 1
+        (d + pads[i] + pads[i + len(kernel)] - dilations[i] * (k - 1) - 1) // strides[i] + 1
         for i, (d, k) in enumerate(zip(x.shape[2:], kernel, strict=True))
     ]
     channels = x.shape[1]
@@ -503,12 +505,12 @@ def _conv(draw, g: _Graph) -> None:
 
 
 def _conv_transpose(draw, g: _Graph) -> None:
-    x = g.operand(draw, min_rank=4, max_rank=4)
+    x = g.operand(draw, min_rank=3, max_rank=5)
     kernel = [draw(st.integers(1, 3), label="kernel") for _ in x.shape[2:]]
     strides = [draw(st.integers(1, 2), label="stride") for _ in kernel]
     pads = [draw(st.integers(0, (k - 1) // 2), label="pad") for k in kernel] * 2  # output >= 1
     out = [
-        (d - 1) * strides[i] - pads[i] - pads[i + 2] + k
+        (d - 1) * strides[i] - pads[i] - pads[i + len(kernel)] + k
         for i, (d, k) in enumerate(zip(x.shape[2:], kernel, strict=True))
     ]
     channels = x.shape[1]
@@ -531,7 +533,7 @@ def _pool(op: str) -> Callable:
             more["count_include_pad"] = draw(st.sampled_from((0, 1)), label="count_include_pad")
         out = []
         for i, (d, k) in enumerate(zip(x.shape[2:], kernel, strict=True)):
-            span = d + pads[i] + pads[i + 2] - k
+            span = d + pads[i] + pads[i + len(kernel)] - k
             size = (-(-span // strides[i]) if ceil else span // strides[i]) + 1
             if (size - 1) * strides[i] >= d + pads[i]:
                 # its last window would start in the end padding: onnxruntime drops it, ONNX's

@@ -200,6 +200,37 @@ def convtranspose_float16(width: int) -> Callable[[], onnx.ModelProto]:
     return build
 
 
+def conv3d(written: bool) -> Callable[[], onnx.ModelProto]:
+    def build() -> onnx.ModelProto:
+        """A 3x3x3 Conv of x[1, 2, 4, 4, 4] into 3 channels, padded; `written`: its strides,
+        dilations and kernel shape written out, else left to their defaults."""
+        spelled = {"strides": [1] * 3, "dilations": [1] * 3, "kernel_shape": [3] * 3}
+        node = helper.make_node(
+            "Conv", ["x", "w"], ["y"], pads=[1] * 6, **(spelled if written else {})
+        )
+        inputs = [_value("x", F32, [1, 2, 4, 4, 4])]
+        outputs = [_value("y", F32, [1, 3, 4, 4, 4])]
+        return _model([node], inputs, outputs, [_weight("w", [3, 2, 3, 3, 3])])
+
+    return build
+
+
+def conv3d_grouped() -> onnx.ModelProto:
+    """The 3x3x3 Conv of x[1, 2, 4, 4, 4] in two groups of one channel each."""
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1] * 6, group=2)
+    outputs = [_value("y", F32, [1, 2, 4, 4, 4])]
+    return _model(
+        [node], [_value("x", F32, [1, 2, 4, 4, 4])], outputs, [_weight("w", [2, 1, 3, 3, 3])]
+    )
+
+
+def convtranspose3d() -> onnx.ModelProto:
+    """A 2x2x2 ConvTranspose of x[1, 2, 3, 3, 3]: a rank-5 input."""
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[2] * 3)
+    outputs = [_value("y", F32, [1, 2, 4, 4, 4])]
+    return _model([node], [_value("x", F32, [1, 2, 3, 3, 3])], outputs, [_weight("w", [2] * 5)])
+
+
 def layernorm_decomposed(dtype: int) -> Callable[[], onnx.ModelProto]:
     def build() -> onnx.ModelProto:
         """LayerNorm as an opset-16 export writes it (ReduceMean, Sub, Pow, ReduceMean, Add,
@@ -249,6 +280,10 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "convtranspose-float16-2100": convtranspose_float16(2100),
     "layernorm-decomposed-float16": layernorm_decomposed(F16),
     "layernorm-decomposed-float32": layernorm_decomposed(F32),
+    "conv3d": conv3d(written=False),
+    "conv3d-attributes-written": conv3d(written=True),
+    "conv3d-grouped": conv3d_grouped,
+    "convtranspose3d": convtranspose3d,
 }
 
 
