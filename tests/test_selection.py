@@ -7,6 +7,8 @@ import json
 
 from runner import selection as selection_module
 from runner.backends.base import BackendTarget
+from runner.cli import _fetched_case
+from runner.explore.space import explore_space
 from runner.history import RunRecord, SqliteHistory
 from runner.selection import (
     Selection,
@@ -140,3 +142,19 @@ def test_a_run_reads_its_suites_once_for_its_cases_and_scenarios(
     assert "scenario=twice/reference" in ran and len(ran) > 1 and len(read) == 1
     plan = plan_run(Selection((path,)), prepare=lambda cases: bool(cases))
     assert len(read) == 3 and plan.cases and [s.scenario.name for s in plan.scenarios] == ["twice"]
+
+
+def test_bisect_and_explore_read_their_suites_once(write_suite, monkeypatch):
+    """`bisect` finds its case, and `explore` its target and models, from one reading of the
+    suites (a second only where a package was fetched, as `run`)."""
+    path = write_suite(SCENARIO_SUITE)
+    read: list[tuple] = []
+    loader = selection_module.load_suites
+    monkeypatch.setattr(
+        selection_module, "load_suites", lambda *args: read.append(args) or loader(*args)
+    )
+    case_id = "enc/batch=1,sequence=8/layout=default/reference/eager"
+    suite, case = _fetched_case(Selection((path,)), case_id)
+    assert (suite.name, case.id, len(read)) == ("held", case_id, 1)
+    space = explore_space(Selection((path,), backends=("wgpu",)), frozenset())
+    assert (space.target.name, len(read)) == ("wgpu", 2)
