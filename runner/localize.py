@@ -244,8 +244,6 @@ def _rerun(
     eager, suspect = ran[len(earlier)], ran[-1]
     if eager.status != "ok" or suspect.status != "ok":
         return None
-    if suspect.status != "ok":
-        return None
     feeds = workload.feeds(len(suspect.runs))
     references = ReferenceCache(None).references(workload)  # one CPU session a shape
     for index, outputs in enumerate(suspect.runs):
