@@ -217,17 +217,17 @@ def execute(
                     closing.callback(_record_environment, environments, name, backends[name])
                 return backends[name]
 
-            def sequence(sequence: LayoutSequence) -> Iterator[CaseResult]:
+            def run_sequence(sequence: LayoutSequence) -> Iterator[CaseResult]:
                 backend = used(sequence.cases[0].backend.name)
                 for stepped in step.sequence(sequence, backend, started=listener.on_start):
                     yield stepped.result(run_id)
 
-            def scenario(item: ScenarioTarget) -> Iterator[CaseResult]:
+            def run_scenario(item: ScenarioTarget) -> Iterator[CaseResult]:
                 yield step.run(item, used(item.target.name)).result(run_id)
 
             injected = [dataclasses.replace(c, inject=c.inject | options.inject) for c in cases]
-            units = [functools.partial(sequence, s) for s in layout_sequences(injected)]
-            units += [functools.partial(scenario, item) for item in scenarios]
+            units = [functools.partial(run_sequence, s) for s in layout_sequences(injected)]
+            units += [functools.partial(run_scenario, item) for item in scenarios]
             total = len(cases) + len(scenarios)
             for unit in units:
                 if deadline is not None and time.monotonic() > deadline:
