@@ -40,9 +40,9 @@ from runner.backends.base import BackendOptions  # noqa: E402
 from runner.backends.ortweb.backend import OrtWebBackend  # noqa: E402
 from runner.backends.ortweb.browser import descendant_pids  # noqa: E402
 from runner.oracle import ReferenceCache  # noqa: E402
-from runner.pipeline import execute  # noqa: E402
+from runner.pipeline import RunSettings, execute  # noqa: E402
 from runner.report.junit import case_seconds  # noqa: E402
-from runner.selection import Selection, select  # noqa: E402
+from runner.selection import RunPlan, Selection, select  # noqa: E402
 from runner.step import Step  # noqa: E402
 
 
@@ -52,7 +52,7 @@ def inside_ms(result) -> float:
 
 def timed_execute(cases, out: Path, options: BackendOptions):
     began = time.perf_counter()
-    summary = execute(cases, out, options, localize=False)
+    summary = execute(RunPlan(tuple(cases)), out, options, RunSettings(localize=False))
     return summary, time.perf_counter() - began
 
 

@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT))
 from runner.backends.base import BackendOptions  # noqa: E402
 from runner.history import CaseResult  # noqa: E402
 from runner.matrix import Case  # noqa: E402
-from runner.pipeline import execute  # noqa: E402
+from runner.pipeline import RunSettings, execute  # noqa: E402
 from runner.reporters import LogLines  # noqa: E402
-from runner.selection import Selection, select  # noqa: E402
+from runner.selection import RunPlan, Selection, select  # noqa: E402
 
 TARGETS = ("wgpu", "ort-web:webgpu", "ort-web:jspi", "ort-web:jsep")
 SIZES = {  # size: (suite, tags it needs, models)
@@ -63,14 +63,8 @@ def ran(size: str, args: argparse.Namespace, out: Path) -> list[tuple[Case, Case
     selection = Selection((suite,), tags, tuple(args.backend), versions, (models,))
     cases = {case.id: case for case in select(selection, progress)}
     options = BackendOptions(timeout_s=args.timeout)
-    summary = execute(
-        cases.values(),
-        out,
-        options,
-        selection.recorded(),
-        False,
-        listener=LogLines(False, progress),
-    )
+    plan = RunPlan(tuple(cases.values()), selection=selection.recorded())
+    summary = execute(plan, out, options, RunSettings(localize=False), LogLines(False, progress))
     return [(cases[result.case_id], result) for result in summary.results]
 
 

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from runner.backends.base import BackendOptions  # noqa: E402
 from runner.pipeline import execute  # noqa: E402
-from runner.selection import Selection, select  # noqa: E402
+from runner.selection import RunPlan, Selection, select  # noqa: E402
 from runner.suite.spec import Expectation  # noqa: E402
 
 
@@ -34,8 +34,12 @@ def main() -> int:
     cases = select(Selection((args.suite,), tags=("heavy",)))  # the file, whatever its tags
     clean = [dataclasses.replace(c, inject=frozenset(), expectation=Expectation()) for c in cases]
     with tempfile.TemporaryDirectory() as tmp:
-        faulted = execute(cases, Path(tmp) / "faulted", BackendOptions(runs=3)).results
-        repeats = execute(clean * args.repeats, Path(tmp) / "clean", BackendOptions(runs=3))
+        faulted = execute(
+            RunPlan(tuple(cases)), Path(tmp) / "faulted", BackendOptions(runs=3)
+        ).results
+        repeats = execute(
+            RunPlan(tuple(clean * args.repeats)), Path(tmp) / "clean", BackendOptions(runs=3)
+        )
     injected, caught, runs, false = Counter(), Counter(), Counter(), Counter()
     per_fault: dict[str, dict[str, str]] = {}
     for result in faulted:

@@ -36,7 +36,6 @@ from runner.backends.base import BackendOptions  # noqa: E402
 from runner.explore.cases import run_cases  # noqa: E402
 from runner.explore.generated import (  # noqa: E402
     DTYPES,
-    OPS,
     OPSETS,
     Coverage,
     GeneratedModel,
@@ -44,6 +43,7 @@ from runner.explore.generated import (  # noqa: E402
     generated_models,
 )
 from runner.explore.space import GeneratedModels  # noqa: E402
+from runner.explore.vocabulary import OPS  # noqa: E402
 from runner.oracle import ReferenceCache  # noqa: E402
 
 HEADER = (
@@ -54,14 +54,18 @@ HEADER = (
 
 
 def drawn(
-    count: int, seed_value: int, dtypes: tuple[str, ...], opsets: tuple[int, ...]
+    count: int,
+    seed_value: int,
+    ops: tuple[str, ...],
+    dtypes: tuple[str, ...],
+    opsets: tuple[int, ...],
 ) -> list[GeneratedModel]:
     """`count` models as explore's strategy draws them (Hypothesis's own mix of sizes)."""
     models: list[GeneratedModel] = []
 
     @seed(seed_value)
     @settings(max_examples=count, database=None, suppress_health_check=list(HealthCheck))
-    @given(generated_models(tuple(OPS), dtypes, opsets))
+    @given(generated_models(ops, dtypes, opsets))
     def collect(model: GeneratedModel) -> None:
         models.append(model)
 
@@ -140,11 +144,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--ort-web-version", action="append", default=[])
+    parser.add_argument("--ops", default=",".join(OPS), help="default: every op")
     parser.add_argument("--dtypes", default=",".join(DTYPES), help="default: every float type")
     parser.add_argument("--opsets", default=",".join(map(str, OPSETS)), help="default: all")
     args = parser.parse_args(argv)
     dtypes = tuple(args.dtypes.split(","))
-    models = drawn(args.models, args.seed, dtypes, tuple(map(int, args.opsets.split(","))))
+    ops = tuple(args.ops.split(","))
+    models = drawn(args.models, args.seed, ops, dtypes, tuple(map(int, args.opsets.split(","))))
     versions = {"ort-web": tuple(args.ort_web_version)}
     paces: dict = collections.defaultdict(lambda: collections.defaultdict(list))
     targets = args.target or ["wgpu"]

@@ -22,8 +22,8 @@ from runner.backends.base import BackendOptions
 from runner.errors import InvalidInput
 from runner.listeners import Notes
 from runner.matrix import Case
-from runner.pipeline import execute
-from runner.selection import sequence_until
+from runner.pipeline import RunSettings, execute
+from runner.selection import RunPlan, sequence_until
 from runner.suite.spec import Suite
 
 
@@ -79,14 +79,9 @@ def bisect_versions(
         version = candidates[index]
         target = dataclasses.replace(case.backend, version=version, label=None)
         say(f"probe {len(probes) + 1}: {descriptor.name} {version}")
-        summary = execute(
-            sequence_until(suite, case, target).cases,
-            out,
-            options,
-            selection={"bisect": {"case": case.id, "version": version}},
-            localize=False,
-            listener=Notes(say),
-        )
+        recorded = {"bisect": {"case": case.id, "version": version}}
+        plan = RunPlan(sequence_until(suite, case, target).cases, selection=recorded)
+        summary = execute(plan, out, options, RunSettings(localize=False), Notes(say))
         wanted = dataclasses.replace(case, backend=target).id
         result = next((r for r in summary.results if r.case_id == wanted), None)
         if result is None or result.verdict == "skipped":

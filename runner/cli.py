@@ -464,7 +464,7 @@ def cmd_list(args: argparse.Namespace) -> ExitCode:
 
 
 def cmd_run(args: argparse.Namespace) -> ExitCode:
-    from runner.pipeline import execute, fetch_packages
+    from runner.pipeline import RunSettings, execute, fetch_packages
 
     if args.runs < 1:
         raise InvalidInput("--runs must be at least 1")
@@ -484,18 +484,9 @@ def cmd_run(args: argparse.Namespace) -> ExitCode:
         adapter=args.adapter,
         chromium=args.chromium,
     )
+    settings = RunSettings(args.localize, args.run_timeout, args.maxfail)
     with run_reporter(console, len(cases) + len(scenarios), args.verbosity) as reporter:
-        summary = execute(
-            cases,
-            args.out,
-            options,
-            selection.recorded(),
-            args.localize,
-            args.run_timeout,
-            maxfail=args.maxfail,
-            listener=reporter,
-            scenarios=scenarios,
-        )
+        summary = execute(plan, args.out, options, settings, reporter)
     print_summary(console, summary, args.out)
     if args.report:
         _build_reports(args.out)

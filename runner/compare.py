@@ -49,6 +49,7 @@ def compare(
         max_rel=float(rel.max()),
         mismatched=int((~passed).sum()),
         total=int(a.size),
+        non_finite=int((np.isfinite(e) & ~np.isfinite(a)).sum()),
     )
 
 
@@ -62,16 +63,23 @@ def compare_outputs(
     """Per expected output; an output the backend did not return counts as all mismatched.
     `exact_integers`: integer outputs exactly (as ORT-web's runner compares with a file);
     `slack`: per output, each element's further allowance."""
-    missing = np.full((), np.nan)
     return {
         name: compare(
-            actual.get(name, missing),
+            actual[name],
             value,
             EXACT if exact_integers and np.asarray(value).dtype.kind not in "fc" else tolerance,
             None if slack is None else slack.get(name),
         )
+        if name in actual
+        else _missing(np.asarray(value))
         for name, value in expected.items()
     }
+
+
+def _missing(expected: np.ndarray) -> Comparison:
+    """An output the backend did not return: no element compared (as the page's script says)."""
+    inf = float("inf")
+    return Comparison(inf, inf, expected.size, expected.size, ((), expected.shape))
 
 
 class NumpyMeasure:

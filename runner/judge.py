@@ -340,6 +340,30 @@ def expected_mismatch(ev: Evidence) -> list[Finding]:
     return []
 
 
+def non_finite(ev: Evidence) -> list[Finding]:
+    """Every run's outputs against the reference for its inputs: NaN or infinity where
+    onnxruntime CPU's values are finite (an exp past 88, a division by zero, a buffer nothing
+    wrote). It comes with reference-mismatch or capture-mismatch, which say where; a rule that
+    expects it pins the symptom itself."""
+    if ev.run.status != "ok":
+        return []
+    feeds = ev.run_feeds
+    for index, (outputs, feed) in enumerate(zip(ev.run.runs, feeds, strict=True)):
+        if feed.variant not in ev.references:
+            continue
+        for name, c in ev.compare(outputs, ev.references[feed.variant]).items():
+            if c.non_finite:
+                return [
+                    Finding(
+                        "non-finite",
+                        f"{ev.case.mode} output {name!r}{_run_note(index, feeds)} holds "
+                        f"{c.non_finite}/{c.total} NaN or infinite elements where onnxruntime "
+                        "CPU's are finite",
+                    )
+                ]
+    return []
+
+
 def capture_mismatch(ev: Evidence) -> list[Finding]:
     """Every capture run against what eager gave for the same inputs."""
     if not ev.case.capture or ev.run.status != "ok":
@@ -539,6 +563,7 @@ DETECTORS: tuple[Detector, ...] = (
     reference_mismatch,
     expected_mismatch,
     capture_mismatch,
+    non_finite,
     stale_layout,
     wrong_graph,
     stale_input,

@@ -9,12 +9,16 @@ for a kernel bug.
 
 A node whose output holds an earlier value unchanged (a view or a copy: a Reshape, an Identity,
 a Transpose that moves no element, two Transposes that cancel) is told by those values on
-onnxruntime CPU, not by its op. One made a graph output only by this rewrite is never named:
-onnxruntime's WebGPU builds replay a copy's graph output stale under capture
-(suites/bugs/ort-reshape-output-stale.yaml), so exposing it would name that, not the bug. One the
-model outputs itself is named, marked a copy. Exposing may also hide a capture bug (a copy's
-output went stale only while the value it copies was no graph output: JSEP's Identity beside a
-Mul): when the rerun passes, the model is rerun as it ran, and its own copies are walked.
+onnxruntime CPU, of an op that moves elements and computes none (``MOVERS``): an Or with false
+computes its input again, but runs a kernel that writes its output. One made a graph output only
+by this rewrite is never named: onnxruntime's WebGPU builds replay a copy's graph output stale
+under capture (suites/bugs/ort-reshape-output-stale.yaml), so exposing it would name that, not
+the bug. One the model outputs itself is named, marked a copy. Exposing may also hide a capture
+bug (a copy's output went stale only while the value it copies was no graph output: JSEP's
+Identity beside a Mul; an Or onnxruntime runs on the CPU beside a Mul): when the rerun passes,
+the model is rerun as it ran, and its own outputs are walked, the node found marked
+``hidden_by_exposing`` (its inputs went unchecked: a node before it may have made the wrong
+value).
 
 The first wrong output is where a wrong value shows, not always where it was made: a kernel may
 write into a buffer another node's output holds (JSEP's SkipSimplifiedLayerNormalization with a
@@ -50,6 +54,15 @@ CAPTURE_VERDICTS = frozenset({"capture-mismatch", "stale-layout", "stale-input"}
 LOCALIZED_VERDICTS = CAPTURE_VERDICTS | {"reference-mismatch"}
 SHOWN_ELEMENTS = 3  # the worst elements a divergence lists, expected against actual
 SHOWN_CONSTANT = 8  # the most elements of a constant input a divergence lists
+# ops that move or view elements and compute none: where one's output holds an earlier value,
+# onnxruntime may leave it no kernel (a copy, an alias, a node optimized away)
+MOVERS = frozenset(
+    {
+        "Concat", "DepthToSpace", "Dropout", "Expand", "Flatten", "Gather", "GatherElements",
+        "Identity", "Pad", "Reshape", "Slice", "SpaceToDepth", "Split", "Squeeze", "Tile",
+        "Transpose", "Unsqueeze",
+    }
+)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +103,8 @@ def expose_intermediates(workload: Workload) -> Exposed:
         for output in node.output
         if output in varying and (types.get(output) in FLOAT_TYPES or output in existing)
     ]
-    copies = _copies(values, list(workload.inputs), [o for _, o in walked])
+    moved = {o for node, o in walked if node.op_type in MOVERS}
+    copies = _copies(values, list(workload.inputs), [o for _, o in walked], moved)
     every = [
         ExposedNode(
             output,
@@ -162,15 +176,20 @@ def _every_value(workload: Workload, variant: Variant) -> dict[str, np.ndarray]:
     return {**initializers, **inputs, **computed}
 
 
-def _copies(values: Mapping[str, np.ndarray], inputs: list[str], walked: list[str]) -> set[str]:
-    """The outputs among `walked` (topological) that hold the values of a graph input or of an
-    earlier output, element for element in order, in onnxruntime CPU's `values`: what a view or
-    a copy computes, whichever op (or pair of ops that cancel) makes it."""
+def _copies(
+    values: Mapping[str, np.ndarray], inputs: list[str], walked: list[str], moved: set[str]
+) -> set[str]:
+    """The outputs among `walked` (topological) made by a mover (`moved`) that hold the values of
+    a graph input or of an earlier output, element for element in order and of one type, in
+    onnxruntime CPU's `values`: what a view or a copy computes, whichever mover (or pair that
+    cancel) makes it."""
     earlier = [np.ravel(values[name]) for name in inputs]
     copies = set()
     for output in walked:
         value = np.ravel(values[output])
-        if any(np.array_equal(value, other) for other in earlier):
+        if output in moved and any(
+            v.dtype == value.dtype and np.array_equal(value, v) for v in earlier
+        ):
             copies.add(output)
         earlier.append(value)
     return copies
@@ -208,7 +227,7 @@ def first_divergent_node(
     prefix: Sequence[tuple[Case, Workload]] = (),
 ) -> dict | None:
     """The first node whose output diverges, or None when the rerun does not reproduce it (a
-    capture bug the exposed rerun hides is looked for among the model's own copies, as it ran:
+    capture bug the exposed rerun hides is looked for among the model's own outputs, as it ran:
     the module's docstring)."""
     exposed = expose_intermediates(workload)
     if not (case.capture and verdicts & CAPTURE_VERDICTS):
@@ -218,10 +237,11 @@ def first_divergent_node(
         return _checked_alone(backend, case.eager_twin(), exposed, found[1], found[0])
     earlier = [(c, expose_intermediates(w).workload) for c, w in prefix]
     found = _rerun(backend, case, exposed, exposed.workload, exposed.nodes, earlier, capture=True)
-    own_copies = [node for node in exposed.nodes if node.own and node.copy]
-    if found is None and own_copies:
-        found = _rerun(backend, case, exposed, workload, own_copies, prefix, capture=True)
-    return found[0] if found else None
+    if found is not None or exposed.workload.output_names == workload.output_names:
+        return found[0] if found else None
+    own = [node for node in exposed.nodes if node.own]
+    found = _rerun(backend, case, exposed, workload, own, prefix, capture=True)
+    return {**found[0], "hidden_by_exposing": True} if found else None
 
 
 def _rerun(

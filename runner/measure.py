@@ -39,6 +39,7 @@ class Comparison:
     # (actual, expected) where the shapes differ: then no element is compared, and an empty
     # output is wrong by its shape alone
     shapes: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    non_finite: int = 0  # elements NaN or infinite where the expected ones are finite
 
     @property
     def shape_ok(self) -> bool:

@@ -32,6 +32,7 @@ from runner.listeners import RunListener, as_listener
 from runner.matrix import Case, LayoutSequence, ScenarioTarget, layout_sequences
 from runner.oracle import ReferenceCache
 from runner.packages import ExportFailed, PackageMismatch, PackageUnavailable, materialize
+from runner.selection import RunPlan
 from runner.step import Step
 from runner.verdicts import FAILING_OUTCOMES
 
@@ -143,29 +144,32 @@ class _Stopped(Exception):
     """The run stops before its end (its timeout, its maxfail); the message says why."""
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """How a run steps its plan, past what each backend is told (``BackendOptions``)."""
+
+    localize: bool = True  # a failing case's first divergent node found (a rerun of it)
+    run_timeout_s: float | None = None  # past it, no further sequence or scenario starts
+    maxfail: int | None = None  # once this many results were unexpected, no further case does
+
+
 def execute(
-    cases: Iterable[Case],
+    plan: RunPlan,
     out: Path,
     options: BackendOptions,
-    selection: dict[str, Any] | None = None,
-    localize: bool = True,
-    run_timeout_s: float | None = None,
-    maxfail: int | None = None,
+    settings: RunSettings = RunSettings(),
     listener: RunListener | Iterable[RunListener] | None = None,
-    scenarios: Iterable[ScenarioTarget] = (),
 ) -> RunSummary:
-    """Run `cases`, storing each result as it finishes under `out` (see reports/README.md).
-
-    `selection` (filters, shard, backends) is recorded so that shards can be merged safely.
-    Past `run_timeout_s`, no further sequence or scenario starts; once `maxfail` results were
-    unexpected, no further case does; either way the run is marked incomplete. `listener` (one,
-    several or none; ``runner.listeners``) hears of each case started and stored, each backend
-    opened, and the notes of each backend preparing what its cases need (installing versions).
-    `scenarios` run after the cases, on the same backends, and are stored, timed out and
-    counted against `maxfail` as cases are.
+    """Run `plan`, storing each result as it finishes under `out` (see reports/README.md), the
+    plan's selection recorded with the run. A run stopped by `settings` is marked incomplete.
+    `listener` (one, several or none; ``runner.listeners``) hears of each case started and
+    stored, each backend opened, and the notes of each backend preparing what its cases need
+    (installing versions). Scenarios run after the cases, on the same backends, and are stored,
+    timed out and counted against ``maxfail`` as cases are.
     """
     listener = as_listener(listener)
-    cases, scenarios = list(cases), list(scenarios)
+    cases, scenarios = plan.cases, plan.scenarios
+    run_timeout_s, maxfail = settings.run_timeout_s, settings.maxfail
     run_id = new_run_id()
     suites = sorted(
         {str(case.suite.path) for case in cases} | {str(s.suite.path) for s in scenarios}
@@ -179,7 +183,7 @@ def execute(
         cases=len(cases) + len(scenarios),
         suites=suites,
         suites_digest=suites_digest(suites),
-        selection=selection or {},
+        selection=dict(plan.selection),
         options={"runs": options.runs, "inject": sorted(options.inject)},
         environment=environment,
     )
@@ -193,7 +197,7 @@ def execute(
     status, message, interrupted = RunStatus.COMPLETE, "", False
     for store in stores:
         store.begin_run(run)
-    step = Step(oracle.references, options, localize)
+    step = Step(oracle.references, options, settings.localize)
     deadline = time.monotonic() + run_timeout_s if run_timeout_s else None
     try:
         with _Interrupts().installed() as interrupts, ExitStack() as closing:

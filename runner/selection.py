@@ -111,11 +111,12 @@ def named_targets(selection: Selection) -> list[BackendTarget]:
 
 @dataclass(frozen=True)
 class RunPlan:
-    """What a run runs: the cases and the scenarios one selection names, from its suites read
-    once (twice where preparing the cases changed what reading finds)."""
+    """What a run runs: cases in matrix order and scenarios after them, and the selection that
+    named them, which the run records (shards of one selection merge)."""
 
-    cases: list[Case]
-    scenarios: list[ScenarioTarget]
+    cases: tuple[Case, ...]
+    scenarios: tuple[ScenarioTarget, ...] = ()
+    selection: Mapping[str, Any] = field(default_factory=dict)
 
 
 def plan_run(
@@ -123,7 +124,8 @@ def plan_run(
     say: Callable[[str], None] = print,
     prepare: Callable[[list[Case]], bool] = lambda cases: False,
 ) -> RunPlan:
-    """The cases and scenarios `selection` names. `prepare` is handed the cases before the plan
+    """The cases and scenarios `selection` names, from its suites read once (twice where
+    preparing the cases changed what reading finds). `prepare` is handed the cases before the plan
     is made (the run fetches their package models) and says whether it changed what loading
     reads (a fetched decoder's sizes come from its file): then the suites are read again."""
     suites = load(selection)
@@ -131,7 +133,7 @@ def plan_run(
     if prepare(cases):
         suites = load(selection)
         cases = _selected(suites, selection, say)
-    return RunPlan(cases, _scenarios(suites, selection))
+    return RunPlan(tuple(cases), tuple(_scenarios(suites, selection)), selection.recorded())
 
 
 def select(selection: Selection, say: Callable[[str], None] = print) -> list[Case]:

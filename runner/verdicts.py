@@ -24,6 +24,8 @@ VERDICTS: dict[str, str] = {
     "reference-mismatch": "the eager output differs from onnxruntime on the CPU (a kernel bug)",
     "expected-mismatch": "the eager output of an op test differs from its file's expected output "
     "(the message says whether the file also disagrees with onnxruntime on the CPU)",
+    "non-finite": "an output holds NaN or infinity where onnxruntime on the CPU computes finite "
+    "values (it comes with a mismatch verdict, which says where)",
     "capture-unsupported": "the backend refused to create a capture session",
     "unsupported-op": "the model uses an operator the backend does not implement",
     "timeout": "the case ran past its time limit",
@@ -50,6 +52,7 @@ VERDICT_CODES = {
     "timeout": "TO",
     "error": "ER",
     "expected-mismatch": "EM",
+    "non-finite": "NF",
 }
 
 # What a failing verdict looks like from outside, for a repro bundle's ISSUE.md title.
@@ -59,6 +62,7 @@ SYMPTOMS = {
     "capture-not-engaged": "enableGraphCapture does not capture (replays rebuild bind groups)",
     "nondeterministic": "graph capture replays of one input disagree",
     "reference-mismatch": "output differs from onnxruntime CPU",
+    "non-finite": "output holds NaN or infinity where onnxruntime CPU's is finite",
     "stale-input": "graph capture replays return an earlier run's inputs' output",
     "wrong-graph": "a captured graph returns another graph's result",
 }
@@ -98,6 +102,12 @@ _LACKS = re.compile(
     r"Could not find an implementation[^\n]*|No Op registered for[^\n]*"
     r"|\S+ is not a registered function/op"
 )
+
+
+# a kernel of onnxruntime's WebGPU EP refusing to run under capture (GroupQueryAttention without a
+# shared KV cache, MultiHeadAttention off its flash path); onnxruntime-web's pages say the same
+# (``runStatus`` in scenario.mjs)
+CAPTURE_REFUSED = re.compile(r"graph capture (requires|not implemented)", re.I)
 
 
 def onnxruntime_lacks(message: str) -> str | None:

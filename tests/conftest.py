@@ -70,11 +70,12 @@ def canary_run(tmp_path_factory):
     from runner.backends.base import BackendOptions
     from runner.matrix import expand_matrix
     from runner.pipeline import execute
+    from runner.selection import RunPlan
     from runner.suite import load_suite
 
     out = tmp_path_factory.mktemp("canaries")
     cases = expand_matrix([load_suite(REPO / "suites/canaries.yaml", REGISTRY)])
-    return out, execute(cases, out, BackendOptions(runs=3))
+    return out, execute(RunPlan(tuple(cases)), out, BackendOptions(runs=3))
 
 
 @pytest.fixture

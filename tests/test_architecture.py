@@ -428,7 +428,7 @@ def test_the_judge_runs_without_numpy():
         " zip(tensors[a]['y'], tensors[b]['y']))),)]\n"
         "    bad = errors[0] > abs\n"
         "    return json.dumps({'y': {'maxAbs': errors[0], 'maxRel': 0.2, "
-        "'mismatched': int(bad), 'total': 2, 'shapes': None}})\n"
+        "'mismatched': int(bad), 'total': 2, 'shapes': None, 'nonFinite': 0}})\n"
         "manifest = {'judge': {'step': 0, 'eager': None}, 'tolerance': {'abs': 1e-3, 'rel': 0},"
         " 'steps': [{'workload': 'main', 'mode': 'eager', 'graphs': 1, 'reuse': None}],"
         " 'workloads': {'main': {'layout': 'default', 'variants': [{'graph': 0, 'draw': 0}],"

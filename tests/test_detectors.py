@@ -13,6 +13,7 @@ from runner.backends import REGISTRY
 from runner.backends.base import BackendOptions
 from runner.matrix import expand_matrix, select_cases
 from runner.pipeline import execute
+from runner.selection import RunPlan
 from runner.suite import load_suite
 from runner.suite.spec import Expectation
 
@@ -36,7 +37,9 @@ backends: [wgpu]
 
 def run_suite(path: Path, out: Path, **options) -> dict[str, dict]:
     summary = execute(
-        expand_matrix([load_suite(path, REGISTRY)]), out, BackendOptions(runs=3, **options)
+        RunPlan(tuple(expand_matrix([load_suite(path, REGISTRY)]))),
+        out,
+        BackendOptions(runs=3, **options),
     )
     assert summary.status == "complete"
     return {r.case_id: r.to_dict() for r in summary.results}
@@ -112,6 +115,7 @@ def test_canary_suite_sees_every_injected_fault(canary_run):
         "ep-name-as-string",
         "input-snapshot-at-capture",
         "graphs-share-inputs",
+        "tanh-through-exp",
         *native,
     }
     assert all(r.outcome == "expected" and r.verdict != "pass" for r in injected)
@@ -124,7 +128,7 @@ def test_canary_models_without_faults_pass_20_times_on_wgpu(tmp_path):
         dataclasses.replace(case, inject=frozenset(), expectation=Expectation())
         for case in select_cases(expand_matrix([load_suite(CANARIES, REGISTRY)]), ["backend=wgpu"])
     ]
-    summary = execute(clean * 20, tmp_path, BackendOptions(runs=3))
+    summary = execute(RunPlan(tuple(clean * 20)), tmp_path, BackendOptions(runs=3))
     assert len(summary.results) == 20 * len(clean)
     false_positives = [r.case_id for r in summary.results if r.verdict != "pass"]
     assert false_positives == []

@@ -22,9 +22,10 @@ from runner.backends.base import BackendOptions, CaseWork
 from runner.backends.wgpu.backend import WgpuBackend
 from runner.errors import InvalidInput
 from runner.explore import generated
-from runner.explore.generated import OPS, generated_models, tolerance
+from runner.explore.generated import generated_models, tolerance
 from runner.explore.record import read_record
 from runner.explore.space import float_types, learned_lacking, vocabulary
+from runner.explore.vocabulary import BOUNDARIES, MICROSOFT, OPS, unary
 from runner.oracle import compute_reference
 from runner.suite.spec import BackendTarget
 from tests.test_wgpu_kernels import make_case, make_workload
@@ -97,7 +98,8 @@ def test_the_draw_puts_twins_of_one_op_in_one_graph():
 
 def test_the_draw_reaches_each_dimension():
     """Where real WebGPU bugs live: float16, a dim at a size boundary, attributes left to their
-    defaults, contrib ops, operands that both broadcast, either one first."""
+    defaults, contrib ops (the attention ops too), a float32 island in a float16 graph,
+    operands that both broadcast, either one first."""
     models = generated_models(EVERY_OP, tuple(generated.DTYPES))
     reach = settings(
         max_examples=3000, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
@@ -116,8 +118,10 @@ def test_the_draw_reaches_each_dimension():
             for v in [*model.graph.input, *model.graph.value_info, *model.graph.output]
         }
         shapes |= {t.name: tuple(t.dims) for t in model.graph.initializer}
+        # a contrib op's output has no inferred shape
         return any(
-            n.op_type in ("Add", "And") and len({shapes[i] for i in n.input}) == 2
+            n.op_type in ("Add", "And") and {*n.input, *n.output} <= shapes.keys()
+            and len({shapes[i] for i in n.input}) == 2
             and all(shapes[n.output[0]] != shapes[i] for i in n.input)
             for n in model.graph.node
         )  # fmt: skip
@@ -126,10 +130,15 @@ def test_the_draw_reaches_each_dimension():
     assert {i.type.tensor_type.elem_type for i in inputs(half)} == {TensorProto.FLOAT16}
     assert half.tolerance.abs >= generated.FLOAT16_ABS
     wide = find(models, lambda d: any(n > 6 for n in dims(d)), settings=reach)
-    assert set(dims(wide)) & set(generated.BOUNDARIES)
+    assert set(dims(wide)) & set(BOUNDARIES)
     assert find(models, lambda d: d.omitted > 0, settings=reach).omitted >= 1
     contrib = find(models, lambda d: "SkipSimplifiedLayerNormalization" in d.ops, settings=reach)
-    assert [o.domain for o in _model(contrib).opset_import] == ["", generated.MICROSOFT]
+    assert [o.domain for o in _model(contrib).opset_import] == ["", MICROSOFT]
+    for attention in ("RotaryEmbedding", "MultiHeadAttention", "GroupQueryAttention"):
+        find(models, lambda d, op=attention: op in d.ops, settings=reach)
+    mixed = find(models, lambda d: "mixed float16/float32" in generated.buckets(d), settings=reach)
+    cast_types = {_attributes(n)["to"] for n in _model(mixed).graph.node if n.op_type == "Cast"}
+    assert {TensorProto.FLOAT, TensorProto.FLOAT16} <= cast_types
     find(models, both_broadcast, settings=reach)
 
 
@@ -430,7 +439,7 @@ def test_a_clean_explore_finds_nothing(tmp_path):
 def test_an_op_the_target_lacks_is_learned_and_no_longer_drawn(tmp_path, monkeypatch):
     """wgpu has no Floor kernel: an explore that may draw it learns so, keeps it in the cache
     folder, and the next explore's vocabulary leaves it out (a lone Floor: exit 2)."""
-    monkeypatch.setitem(OPS, "Floor", generated._unary("Floor"))
+    monkeypatch.setitem(OPS, "Floor", unary("Floor"))
     monkeypatch.setenv("REGRESS_CACHE_DIR", str(tmp_path / "cache"))
     from runner.cli import main
 

@@ -93,6 +93,26 @@ def test_capture_mismatch_against_eager():
     assert "differs from eager in run 2 of 3" in judgement.message
 
 
+def test_non_finite_outputs_are_named_beside_the_mismatch_that_says_where():
+    nan = {"y": np.where(REF["y"] > 0.5, np.nan, REF["y"]).astype(np.float32)}
+    eager = judge(Evidence(case(False), run(nan, nan, nan), REFS))
+    assert eager.verdicts == {"reference-mismatch", "non-finite"}
+    assert eager.verdict == "reference-mismatch"
+    [said] = [f.message for f in eager.findings if f.verdict == "non-finite"]
+    assert (
+        said
+        == "eager output 'y' holds 2/8 NaN or infinite elements where onnxruntime CPU's are finite"
+    )
+    infinite = {"y": np.full(8, np.inf, np.float32)}
+    replays = run(REF, infinite, infinite)
+    capture = judge(Evidence(case(True), replays, REFS, eager=twin(REF, REF, REF)))
+    assert capture.verdicts == {"capture-mismatch", "non-finite"}
+    [said] = [f.message for f in capture.findings if f.verdict == "non-finite"]
+    assert said.startswith("capture output 'y' holds 8/8 NaN or infinite elements")
+    assert verdicts(Evidence(case(False), run(nan, nan, nan), {BASE: nan})) == {"pass"}
+    assert verdicts(Evidence(case(False), run(OTHER, OTHER, OTHER), REFS)) == {"reference-mismatch"}
+
+
 def test_stale_layout_names_the_earlier_layout():
     ev = Evidence(
         case(True),

@@ -171,6 +171,68 @@ def test_a_stale_copy_that_exposing_hides_is_found_among_the_models_own_copies(s
     assert node["max_abs"] == pytest.approx(0.0611)
 
 
+def or_beside_mul_cast(c1: tuple[bool, ...] = (True, False)) -> bytes:
+    """Mul(x0, 4) -> t0 -> Cast to int32 -> t1 beside Or(x1[1], c1) -> t2: explore's finding
+    on onnxruntime-web 1.30.0's webgpu build, whose Or (run on the CPU) replays wrong under
+    capture only while t0 is no graph output."""
+    constants = [
+        helper.make_tensor("c0", TensorProto.FLOAT, [], [4.0]),
+        helper.make_tensor("c1", TensorProto.BOOL, [len(c1)], list(c1)),
+    ]
+    graph = helper.make_graph(
+        [
+            helper.make_node("Mul", ["x0", "c0"], ["t0"], name="n0"),
+            helper.make_node("Cast", ["t0"], ["t1"], name="n1", to=TensorProto.INT32),
+            helper.make_node("Or", ["x1", "c1"], ["t2"], name="n2"),
+        ],
+        "g",
+        [
+            helper.make_tensor_value_info("x0", TensorProto.FLOAT, [1]),
+            helper.make_tensor_value_info("x1", TensorProto.BOOL, [1]),
+        ],
+        [
+            helper.make_tensor_value_info("t1", TensorProto.INT32, [1]),
+            helper.make_tensor_value_info("t2", TensorProto.BOOL, [len(c1)]),
+        ],
+        constants,
+    )
+    opsets = [helper.make_opsetid("", 20)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10).SerializeToString()
+
+
+@pytest.mark.parametrize("c1", [(True, False), (False,)])
+def test_a_wrong_replay_that_exposing_hides_is_found_among_the_models_own_outputs(c1):
+    """The rerun with the Mul's output exposed passes; the model as it ran is rerun, and its
+    first own output that diverges, of any type, names its node, marked found hidden by
+    exposing. An Or with false holds its input's values but is no copy: it computes them."""
+    x0, x1 = np.array([0.25], np.float32), np.array([False])
+    model = or_beside_mul_cast(c1)
+    workload = Workload("w", model, {"x0": x0, "x1": x1}, ("t1", "t2"), {})
+    spec, target = ModelSpec("m"), BackendTarget("ort-web", "webgpu")
+    suite = Suite("s", Path("s.yaml"), (spec,), (STATIC_SHAPE,), (Layout("default"),), (target,))
+    case = Case(suite, spec, STATIC_SHAPE, Layout("default"), target, True, Tolerance())
+
+    class WrongOrUnlessExposed:
+        def run(self, work: CaseWork) -> BackendRun:
+            names = work.workload.output_names
+            right = {"t0": x0 * 4, "t1": np.array([1], np.int32), "t2": np.array(c1)}
+            outputs = {name: right[name] for name in names}
+            if work.case.capture and "t0" not in names:
+                outputs["t2"] = np.array([True] * len(c1))
+            return BackendRun(runs=(outputs,))
+
+    verdicts = frozenset({"capture-mismatch"})
+    node = first_divergent_node(WrongOrUnlessExposed(), case, workload, verdicts)
+    assert node is not None
+    assert (node["op_type"], node["output"], node["copy"], node["mismatched"]) == (
+        "Or",
+        "t2",
+        False,
+        1,
+    )
+    assert node["hidden_by_exposing"] is True
+
+
 @pytest.mark.browser
 def test_jseps_stale_identity_beside_a_mul_is_localized_as_a_stale_copy(tmp_path):
     """Explore's Identity+Mul finding on JSEP 1.20.1, at the pinned build: its cause, declared

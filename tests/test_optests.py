@@ -25,6 +25,7 @@ from runner.matrix import Case, expand_matrix, select_cases
 from runner.pipeline import execute
 from runner.report import optests as summary
 from runner.schedule import BASE
+from runner.selection import RunPlan
 from runner.skips import platform_description, skip_reason
 from runner.suite import load_suite
 from runner.suite.jsonc import JsoncError, load_jsonc
@@ -515,7 +516,9 @@ def test_refused_cases_fail_alone_as_errors(write_suite, suite_dir, tmp_path):
         "models:\n  ops: {ort_op_tests: relu.jsonc}\nbackends: [reference]\ncapture: eager\n"
     )
     summary_ = execute(
-        expand_matrix([load_suite(path, REGISTRY)]), tmp_path / "out", BackendOptions()
+        RunPlan(tuple(expand_matrix([load_suite(path, REGISTRY)]))),
+        tmp_path / "out",
+        BackendOptions(),
     )
     assert {r.case_id: (r.verdict, r.message) for r in summary_.results} == {
         "ops/relu/fine/ok/reference/eager": ("pass", ""),
@@ -538,7 +541,9 @@ def test_refused_cases_fail_alone_as_errors(write_suite, suite_dir, tmp_path):
 
 
 def test_fixtures_on_the_reference_backend(tmp_path):
-    run = execute(example_cases(BackendTarget("reference")), tmp_path, BackendOptions(runs=2))
+    run = execute(
+        RunPlan(tuple(example_cases(BackendTarget("reference")))), tmp_path, BackendOptions(runs=2)
+    )
     assert run.status == "complete" and run.exit_code == 0
     assert outcomes(run.results) == {test: {want} for test, want in ON_REFERENCE.items()}
     results = RunFolder(tmp_path / "runs" / run.run_id).results()
@@ -570,7 +575,7 @@ def test_fixtures_on_the_reference_backend(tmp_path):
 @pytest.mark.gpu
 def test_fixtures_on_wgpu(tmp_path):
     started = time.perf_counter()
-    run = execute(example_cases(WGPU), tmp_path, BackendOptions())
+    run = execute(RunPlan(tuple(example_cases(WGPU))), tmp_path, BackendOptions())
     elapsed = time.perf_counter() - started
     assert run.status == "complete" and run.exit_code == 0
     assert outcomes(run.results) == {test: {want} for test, want in ON_WGPU.items()}

@@ -8,6 +8,7 @@ import pytest
 
 from runner.backends.base import BackendOptions
 from runner.pipeline import execute
+from runner.selection import RunPlan
 from runner.suite.spec import BackendTarget
 from tests.test_optests import BACKEND, COMMON, PASS, example_cases, outcomes
 
@@ -35,7 +36,9 @@ BUNDLES = {
 @pytest.mark.parametrize("bundle", sorted(BUNDLES))
 def test_fixtures_on_ort_web(bundle, tmp_path):
     run = execute(
-        example_cases(BackendTarget("ort-web", bundle=bundle)), tmp_path, BackendOptions()
+        RunPlan(tuple(example_cases(BackendTarget("ort-web", bundle=bundle)))),
+        tmp_path,
+        BackendOptions(),
     )
     assert run.status == "complete" and run.exit_code == 0
     want = {

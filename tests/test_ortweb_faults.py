@@ -11,6 +11,7 @@ from runner.backends import REGISTRY
 from runner.backends.base import BackendOptions
 from runner.matrix import expand_matrix
 from runner.pipeline import execute
+from runner.selection import RunPlan
 from runner.suite import load_suite
 
 pytestmark = pytest.mark.browser
@@ -38,7 +39,7 @@ cases:
 
 def test_stale_uniform_binding_names_the_earlier_layout_on_every_bundle(write_suite, tmp_path):
     summary = execute(
-        expand_matrix([load_suite(write_suite(SUITE), REGISTRY)]),
+        RunPlan(tuple(expand_matrix([load_suite(write_suite(SUITE), REGISTRY)]))),
         tmp_path / "out",
         BackendOptions(runs=3),
     )

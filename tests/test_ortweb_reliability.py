@@ -24,6 +24,7 @@ from runner.backends.ortweb.package import pinned_version
 from runner.listeners import RunListener
 from runner.matrix import expand_matrix
 from runner.pipeline import execute
+from runner.selection import RunPlan
 from runner.suite.loader import load_suite
 
 from .conftest import REPO, regress, run_until_results
@@ -74,7 +75,7 @@ def run_breaking(write_suite, out: Path, break_slow_case, suite: str = CRASH_SUI
             if case.model.name == "slow":
                 break_slow_case()
 
-    summary = execute(cases, out, BackendOptions(runs=2), listener=BreakSlowCase())
+    summary = execute(RunPlan(tuple(cases)), out, BackendOptions(runs=2), listener=BreakSlowCase())
     verdicts = {r.case_id.split("/")[0]: r for r in summary.results}
     assert summary.status == "complete"
     assert [verdicts[m].verdict for m in ("before", "slow", "after")] == ["pass", "error", "pass"]
@@ -251,7 +252,7 @@ capture: [eager]
     pool = REPO / "suites" / "bugs" / "upstream" / "models" / "averagepool-ceil-pad-opset18.onnx"
     shutil.copy(pool, suite.parent)
     cases = expand_matrix([load_suite(suite, REGISTRY)])
-    summary = execute(cases, tmp_path / "out", BackendOptions(runs=1))
+    summary = execute(RunPlan(tuple(cases)), tmp_path / "out", BackendOptions(runs=1))
     verdicts = {r.case_id.split("/")[0]: r for r in summary.results}
     assert verdicts["ceil-pool"].verdict == "unsupported-op"
     assert "not yet implemented" in verdicts["ceil-pool"].message  # JSEP pools without ceil_mode

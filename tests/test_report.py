@@ -848,6 +848,7 @@ def test_a_report_from_real_runs_of_the_reference_backend(write_suite, tmp_path)
     from runner.backends.base import BackendOptions
     from runner.matrix import expand_matrix
     from runner.pipeline import execute
+    from runner.selection import RunPlan
     from runner.suite import load_suites
 
     out = tmp_path / "reports"
@@ -856,7 +857,7 @@ def test_a_report_from_real_runs_of_the_reference_backend(write_suite, tmp_path)
             time.sleep(1.05)  # run start times have whole seconds: keep the runs in order
         suite = write_suite(text)
         cases = expand_matrix(load_suites([suite], REGISTRY))
-        execute(cases, out, BackendOptions(runs=2))
+        execute(RunPlan(tuple(cases)), out, BackendOptions(runs=2))
     build_reports(out)
     history = load_history(out / "history.sqlite")
     first, second = history.runs["run_id"]

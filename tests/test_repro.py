@@ -34,7 +34,8 @@ from runner.report import build_reports
 from runner.repro import make
 from runner.repro.cut import anchor, cut_workload, exposed, plan_cuts
 from runner.repro.verify import Rerun
-from runner.suite import load_suite
+from runner.selection import RunPlan
+from runner.suite import load_suite, loader
 from runner.workload import materialize
 
 from .conftest import REPO, RESULT_VALIDATOR, regress
@@ -72,7 +73,9 @@ def history(write_suite, suite_dir, tmp_path):
     _chain_model(suite_dir / "chain.onnx")
     suite = write_suite(SUITE)
     out = tmp_path / "reports"
-    summary = execute(expand_matrix([load_suite(suite, REGISTRY)]), out, BackendOptions(runs=3))
+    summary = execute(
+        RunPlan(tuple(expand_matrix([load_suite(suite, REGISTRY)]))), out, BackendOptions(runs=3)
+    )
     assert [r.verdict for r in summary.results] == ["pass", "pass"]
     records = {r.capture: r.to_dict() for r in summary.results}
     failing = _failing(records["capture"], "wgpu", "fa11ed000001")
@@ -315,6 +318,18 @@ def test_force_replaces_a_previous_bundle_and_keeps_other_files(
     assert cli.main([*args, "--force", "--full-model"]) == 0
     assert not stale.exists() and (folder / "notes.txt").read_text() == "mine"
     assert "--full-model: the model was not cut" in (folder / "ISSUE.md").read_text()
+
+
+def test_repro_reads_the_results_suite_once(history, tmp_path, monkeypatch):
+    """The case, its layout sequence and its twins come from one reading of the suite."""
+    monkeypatch.setattr(make, "eager_values", _cpu_values)
+    monkeypatch.setattr(make, "rerun", _only_the_full_model_fails)
+    read: list[Path] = []
+    located = loader.load_located
+    monkeypatch.setattr(loader, "load_located", lambda path: read.append(path) or located(path))
+    args = ["repro", "fa11ed000001", "--reports", str(history["out"]), "--out", str(tmp_path / "b")]
+    assert cli.main(args) == 0
+    assert read == [history["suite"]]
 
 
 def test_cuts_start_at_the_divergent_node_and_widen_by_producer_levels():

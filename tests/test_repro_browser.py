@@ -28,6 +28,7 @@ from runner.backends.base import BackendOptions
 from runner.backends.ortweb.browser import chromium_flags, find_chromium
 from runner.matrix import expand_matrix, select_cases
 from runner.pipeline import execute
+from runner.selection import RunPlan
 from runner.suite import load_suite
 
 from .conftest import REPO, regress
@@ -161,7 +162,7 @@ def test_the_real_fresh_input_buffer_bug_reproduces_in_a_one_node_bundle(tmp_pat
     out = tmp_path / "reports"
     cases = expand_matrix([load_suite(REPO / "suites/bugs/ort-fresh-buffers.yaml", REGISTRY)])
     selected = select_cases(cases, ["model=fresh-inputs", "backend=ort-web:webgpu"])
-    summary = execute(selected, out, BackendOptions(runs=3))
+    summary = execute(RunPlan(tuple(selected)), out, BackendOptions(runs=3))
     [result] = [r for r in summary.results if r.capture == "capture"]
     assert result.verdict == "stale-input" and not result.injected
     made = tmp_path / "made"
@@ -254,7 +255,7 @@ def test_a_decoder_bundle_replays_the_suites_loop_in_chromium(tmp_path):
         *select_cases(cases, ["model=llama-tiny", *on]),
         *select_cases(cases, ["model=frozen-cache", *on]),
     ]
-    summary = execute(selected, out, BackendOptions(runs=3))
+    summary = execute(RunPlan(tuple(selected)), out, BackendOptions(runs=3))
     found = {(r.model, r.capture): r for r in summary.results}
     assert sorted(found) == [
         ("frozen-cache", "capture"),

@@ -16,6 +16,7 @@ from runner.backends import REGISTRY
 from runner.backends.base import BackendOptions
 from runner.matrix import expand_matrix, select_cases
 from runner.pipeline import execute
+from runner.selection import RunPlan
 from runner.suite import load_suite
 
 from .conftest import REPO, regress
@@ -40,7 +41,7 @@ def canary_results(tmp_path_factory):
     cases = select_cases(
         expand_matrix([load_suite(REPO / "suites/canaries.yaml", REGISTRY)]), ["wgpu"]
     )
-    summary = execute(cases, out, BackendOptions(runs=3))
+    summary = execute(RunPlan(tuple(cases)), out, BackendOptions(runs=3))
     assert summary.status == "complete"
     failing = {r.model: r for r in summary.results if r.injected and r.capture == "capture"}
     passing = next(r for r in summary.results if r.verdict == "pass")

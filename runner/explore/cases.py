@@ -40,7 +40,7 @@ from runner.matrix import Case, expand_suite, layout_sequences
 from runner.pipeline import execute
 from runner.repro.command import ReproOptions, repro_descriptor
 from runner.repro.make import make_bundle
-from runner.selection import Selection, select
+from runner.selection import Selection, plan_run
 from runner.step import Oracle, Step, Stepped, diagnose
 from runner.verdicts import FAILING_OUTCOMES
 
@@ -254,8 +254,7 @@ def reproduce(path: Path, options: BackendOptions, say: Callable[[str], None]) -
     injected); what it says of the run. Raises nothing for a finding that does not reproduce:
     it says so."""
     with tempfile.TemporaryDirectory(prefix="explore-finding-") as reports:
-        cases = select(Selection((path,)))
-        summary = execute(cases, Path(reports), options, localize=True)
+        summary = execute(plan_run(Selection((path,))), Path(reports), options)
         failing = [r for r in summary.results if r.verdict not in ("pass", "skipped")]
         unexpected = [r for r in summary.results if r.outcome in FAILING_OUTCOMES]
         if unexpected:

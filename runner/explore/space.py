@@ -26,13 +26,13 @@ from runner.backends import REGISTRY, resolve_targets
 from runner.errors import InvalidInput
 from runner.explore.generated import (
     DTYPES,
-    OPS,
     OPSET,
     OPSETS,
     GeneratedModel,
     generated_models,
     write_suite,
 )
+from runner.explore.vocabulary import OPS
 from runner.files import cache_root
 from runner.selection import Selection, load, named_targets
 from runner.suite import load_suite

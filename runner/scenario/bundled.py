@@ -219,6 +219,7 @@ def _comparison(measured: Mapping[str, Any]) -> Comparison:
         mismatched=measured["mismatched"],
         total=measured["total"],
         shapes=None if shapes is None else (tuple(shapes[0]), tuple(shapes[1])),
+        non_finite=measured["nonFinite"],
     )
 
 

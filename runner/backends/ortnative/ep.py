@@ -60,7 +60,7 @@ from runner.oracle import compute_reference
 from runner.scenario.values import CREATE, RELEASE, RELEASE_GRAPH, RUN, ScenarioRun, StepRun
 from runner.schedule import Feed
 from runner.suite.spec import BufferModes
-from runner.verdicts import onnxruntime_lacks
+from runner.verdicts import CAPTURE_REFUSED, onnxruntime_lacks
 from runner.workload import Workload
 
 CPU_EP = "CPUExecutionProvider"
@@ -430,7 +430,7 @@ class EpBackend:
         except Exception as exc:
             if capture and isinstance(exc, ValueError):  # the Python API's guards
                 raise Refused(str(exc)) from None
-            if capture and "Graph capture requires" in str(exc):  # a kernel's refusal
+            if capture and CAPTURE_REFUSED.search(str(exc)):  # a kernel's refusal
                 raise Refused(f"{type(exc).__name__}: {exc}") from None
             raise RunFailed(f"{type(exc).__name__}: {exc}", logged_errors(lines)) from None
         if binding is not None:

@@ -29,6 +29,7 @@ LENGTHS_FROZEN_AT_CAPTURE = "lengths-frozen-at-capture"
 CACHE_FROZEN_AT_CAPTURE = "cache-frozen-at-capture"
 PROGRAM_KEY_WITHOUT_ATTRIBUTE = "program-key-without-attribute"
 PROGRAM_KEY_WITHOUT_RANK = "program-key-without-rank"
+TANH_THROUGH_EXP = "tanh-through-exp"
 
 FAULTS: dict[str, str] = {
     SHAPE_ONLY_CAPTURE_CACHE: "key the capture cache by input/output shapes alone, so a "
@@ -66,6 +67,9 @@ FAULTS: dict[str, str] = {
     "approximate, Cast's target, Softmax's axis...): a second node of one op that differs only "
     "in an attribute silently runs the first one's shader, in every mode and in every session "
     "on the device (reference-mismatch; cf. onnxruntime#15710, #24317)",
+    TANH_THROUGH_EXP: "Tanh computes (exp(2x) - 1) / (exp(2x) + 1), whose exp overflows float32 "
+    "past |x| of about 44: infinity over infinity, NaN, in every mode (non-finite beside "
+    "reference-mismatch; JSEP's own Tanh before 1.17.3, onnxruntime#19201)",
     PROGRAM_KEY_WITHOUT_RANK: "the device's program cache keys a kernel without its tensors' "
     "rank: a second node of one op over tensors of another rank runs the first one's shader, "
     "indexing its operands with the first one's dimensions (reference-mismatch; cf. "
@@ -114,8 +118,14 @@ REVERSED_SUM = KernelEdit(
     "for (var k = 0; k < g.x; k++) {",
     "for (var k = g.x - 1; k >= 0; k--) {",
 )
+TANH_OVERFLOWS = KernelEdit(
+    TANH_THROUGH_EXP,
+    ("Tanh[",),
+    "out[o] = tanh_safe(a);",
+    "out[o] = (exp(2.0 * a) - 1.0) / (exp(2.0 * a) + 1.0);",
+)
 # Faults that change the kernels a session compiles, in both modes.
-KERNEL_EDITS = {ROW_MEAN_SKIPS_FIRST: SKIP_FIRST_IN_MEAN}
+KERNEL_EDITS = {ROW_MEAN_SKIPS_FIRST: SKIP_FIRST_IN_MEAN, TANH_THROUGH_EXP: TANH_OVERFLOWS}
 
 
 def _without_attributes(program: Program) -> str:

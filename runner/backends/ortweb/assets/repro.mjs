@@ -98,16 +98,18 @@ const numbers = (tensor) => Array.from(tensor.data, tensor.type === 'float16' ? 
 const sameDims = (a, b) => a.length === b.length && a.every((d, i) => Number(d) === Number(b[i]));
 
 /** The suite's rule (ORT-web's op-test rule, runner/compare.py): within `abs`, or a same-sign
- * ratio within `rel`. Errors are JSON: null stands for an infinite one. */
+ * ratio within `rel`; and how many elements are NaN or infinite where the expected ones are
+ * finite. Errors are JSON: null stands for an infinite one. */
 const compare = (actual, expected, tolerance) => {
   const total = expected.data.length;
   if (!actual || !sameDims(actual.dims, expected.dims)) {
     const dims = (tensor) => (tensor ? tensor.dims.map(Number) : []);
-    return {maxAbs: null, maxRel: null, mismatched: total, total, shapes: [dims(actual), dims(expected)]};
+    const shapes = [dims(actual), dims(expected)];
+    return {maxAbs: null, maxRel: null, mismatched: total, total, shapes, nonFinite: 0};
   }
   const a = numbers(actual);
   const e = numbers(expected);
-  let [maxAbs, maxRel, mismatched] = [0, 0, 0];
+  let [maxAbs, maxRel, mismatched, nonFinite] = [0, 0, 0, 0];
   for (let i = 0; i < total; i++) {
     const same = a[i] === e[i] || (Number.isNaN(a[i]) && Number.isNaN(e[i]));
     const finite = Number.isFinite(a[i]) && Number.isFinite(e[i]);
@@ -119,11 +121,14 @@ const compare = (actual, expected, tolerance) => {
     if (!(same || diff <= tolerance.abs || ratio <= 1 + tolerance.rel)) {
       mismatched++;
     }
+    if (Number.isFinite(e[i]) && !Number.isFinite(a[i])) {
+      nonFinite++;
+    }
     maxAbs = Math.max(maxAbs, diff);
     maxRel = Math.max(maxRel, rel);
   }
   const json = (value) => (Number.isFinite(value) ? value : null);
-  return {maxAbs: json(maxAbs), maxRel: json(maxRel), mismatched, total, shapes: null};
+  return {maxAbs: json(maxAbs), maxRel: json(maxRel), mismatched, total, shapes: null, nonFinite};
 };
 
 const INTEGER = /int|bool/;

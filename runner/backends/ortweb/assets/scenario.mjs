@@ -18,10 +18,11 @@ export const creationStatus = (capture, message) => {
 
 /** What a failed run means: capture refused (JSEP: "Registering a different external buffer
  * under graph capture mode is not supported"; the C++ EP's GroupQueryAttention: "Graph capture
- * requires past/present KV cache to share the same buffer", a decoder's swapped caches), an op
+ * requires past/present KV cache to share the same buffer", a decoder's swapped caches; its
+ * MultiHeadAttention: "Graph capture not implemented for non flash attention path"), an op
  * missing, or an error. */
 export const runStatus = (capture, message) => {
-  if (capture && /graph capture mode is not supported|graph capture requires/i.test(message)) {
+  if (capture && /graph capture (mode is not supported|requires|not implemented)/i.test(message)) {
     return 'capture-unsupported';
   }
   return LACKS_KERNEL.test(message) ? 'unsupported-op' : 'error';
