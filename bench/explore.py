@@ -1,4 +1,4 @@
-"""Explore's pace and what it finds, per backend target: the table in docs/commands.md#explore.
+"""Explore's pace and what it finds, per target: the table in docs/throughput.md#explore-measured.
 
 `python bench/explore.py [--target TARGET[=BUDGET] ...] [--budget 3m] [--inject FAULT] [--seed
 1] [--ort-web-version 1.30.0] [--found DIR] [SUITE --filter model=GLOB]` runs ``explore`` on

@@ -340,7 +340,7 @@ def test_explores_examples_compile_every_shader_themselves_where_a_run_reuses_th
     a run's kept page gives, bit for bit; only the device pool (devicepool.js) answers those
     asks from what the page compiled. A run's kept page hands the second example the first
     one's programs: it asks for none. JSEP keeps its program cache for its instance, the C++
-    builds theirs with the page's own session (docs/commands.md, where an ort-web example's
+    builds theirs with the page's own session (docs/throughput.md, where an ort-web example's
     time goes)."""
     first, workload = sequence_case(bundle, True)
     again = dataclasses.replace(first, model=dataclasses.replace(first.model, name="again"))

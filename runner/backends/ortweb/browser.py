@@ -135,7 +135,7 @@ def launch(playwright, executable: ChromiumExecutable, profile: Path):
     code it compiled for onnxruntime-web's wasm (its code cache): every page after the first
     loads the compiled module instead of compiling and tiering up about 20 MB of wasm again,
     which took 12-16 s of a renderer's CPU on 2 cores and held up the page's network loads
-    meanwhile (docs/commands.md, "The wasm compile every page paid")."""
+    meanwhile (docs/throughput.md, "The wasm compile every page paid")."""
     from playwright.sync_api import Error
 
     try:

@@ -20,7 +20,7 @@
 // module is compiled once per URL. What an instance shares is what a pure function of its
 // descriptor makes, so an example's verdict does not depend on the examples before it
 // (tests/test_ortweb.py, tests/test_scenarios.py), while SwiftShader compiles each program once
-// per page instead of once per example (docs/commands.md, "Where an ort-web example's time
+// per page instead of once per example (docs/throughput.md, "Where an ort-web example's time
 // goes"). The tracer, injected after this, still sees (and counts) every call onnxruntime-web
 // makes.
 (() => {
