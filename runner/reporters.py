@@ -223,7 +223,8 @@ def print_explored(console: Console, explored: Explored, space: Space) -> None:
         )
     if any(finding.shrinking_cut for finding in explored.findings):
         print(
-            "* found in a pass whose shrinking the budget's grace ended: it may shrink further; "
+            "* found in a pass whose shrinking the budget (its grace, or a kind's share) ended: "
+            "it may shrink further; "
             "explore again over the same cache folder (Hypothesis replays it first)"
         )
     if not explored.findings:

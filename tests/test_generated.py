@@ -230,10 +230,14 @@ def test_bystanders_are_the_nodes_the_culprit_neither_reads_nor_feeds():
     )  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
     drawn = generated.GeneratedModel(
-        model.SerializeToString(), ("ReduceSum", "Relu", "Reshape"), (), tolerance(1)
+        model.SerializeToString(),
+        ("ReduceSum", "Relu", "Reshape"),
+        ("ReduceSum", "Relu", "Reshape"),
+        (),
+        tolerance(1),
     )
     pruned = generated.without_bystanders(drawn, "n2")
-    assert pruned is not None and pruned.ops == ("Relu", "Reshape")
+    assert pruned is not None and pruned.ops == pruned.entries == ("Relu", "Reshape")
     kept = onnx.load_from_string(pruned.model).graph
     assert [i.name for i in kept.input] == ["x1"] and [o.name for o in kept.output] == ["t2"]
     assert [t.name for t in kept.initializer] == ["shape"]
@@ -246,6 +250,24 @@ def test_bystanders_are_the_nodes_the_culprit_neither_reads_nor_feeds():
     assert [o.name for o in onnx.load_from_string(without_t2.model).graph.output] == ["t0"]
     assert generated.without_output(drawn, "t0").ops == ("Relu", "Reshape")
     assert generated.without_output(without_t2, "t0") is None
+
+
+def test_coverage_counts_nodes_by_the_vocabulary_entry_that_drew_them():
+    """A decomposed LayerNorm's ReduceMean, Pow, Sqrt... are its own nodes, Where's Greater is
+    Where's: what a campaign tried is counted as the vocabulary names it."""
+    models = generated_models(("DecomposedLayerNorm", "Where"), ("float32",))
+    both = find(
+        models,
+        lambda d: {"DecomposedLayerNorm", "Where"} <= set(d.entries) and "Greater" in d.ops,
+        settings=settings(database=None, derandomize=True, max_examples=2000),
+    )
+    covered = generated.Coverage()
+    covered.add(both)
+    counted = {op.op: op for op in covered.ops()}
+    assert set(counted) == {"DecomposedLayerNorm", "Where"}
+    where = sum(op in ("Where", "Greater") for op in both.ops)
+    assert counted["Where"].nodes == where >= 2
+    assert counted["DecomposedLayerNorm"].nodes == len(both.ops) - where >= 7
 
 
 def test_the_tolerance_follows_the_longest_reduction():
@@ -426,8 +448,9 @@ def test_a_clean_explore_finds_nothing(tmp_path):
     [path] = (tmp_path / "found").glob("explore-*.json")
     record = read_record(path)
     covered = {op.op: op for op in record.covered}
-    # beside the ops drawn: Where's condition, a decomposed LayerNorm's nodes
-    assert covered and set(covered) - set(record.vocabulary) <= {"Greater", "Pow", "Sqrt", "Div"}
+    # counted by the vocabulary's entries: Where's Greater is Where's, a decomposed
+    # LayerNorm's Pow and Sqrt its own (their attributes named by their op)
+    assert covered and set(covered) <= set(record.vocabulary)
     assert any("=" in value for op in record.covered for value in op.values)  # name=value
     values = sum(len(op.values) for op in record.covered)
     assert f"covered {len(covered)} ops and {values} attribute values (each op's in {path})" in (

@@ -72,7 +72,7 @@ from runner.explore.generated import (
     without_bystanders,
     without_output,
 )
-from runner.explore.ledgers import Budget, BudgetSpent, Kinds, Lacking
+from runner.explore.ledgers import Budget, BudgetSpent, Kinds, Lacking, ShrinkingSpent
 from runner.explore.machine import cut_after, machine_factory
 from runner.explore.space import ExploredModel, Space
 from runner.files import cache_root
@@ -165,6 +165,8 @@ class _Examiner:
             generated = explored.generated
             if self.lacking.any_of(_needs(generated)):
                 reject()  # not run; an example run before keeps its outcome
+            if self.kinds.shrinking_spent(self.examples, self.budget):
+                raise ShrinkingSpent
             ran = run_cases(explored, self.backend, self.oracle, self.request.options)
             if ran.failing and self._alone_passes(lambda: run_cases(
                 explored, self.backend, self.oracle, self.request.options
@@ -325,7 +327,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
             kinds.pending.clear()
             pass_seed = None if request.seed is None else request.seed + pass_number - 1
             try:
-                spent = _run_pass(_examples(space, examine, pass_seed), database, first)
+                ended = _run_pass(_examples(space, examine, pass_seed), database, first)
             except ExamplesSkipped as skipped:
                 raise EnvironmentUnusable(
                     f"{target.id} skips {space.source.draws} on this machine, so explore has "
@@ -349,7 +351,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
                 machine = machine or _machine(backend, target, failure.result.adapter)
                 path = _write(failure, request, machine, say)
                 examples, seconds = kinds.first_seen[kind]
-                found = Found(failure, path, examples, seconds, spent)
+                found = Found(failure, path, examples, seconds, ended is not None)
                 findings.append(found)
                 say(f"found {failure.result.verdict} in {found.size}: {path}")
                 if len(findings) == request.max_findings:
@@ -357,7 +359,7 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
             if len(findings) == request.max_findings:
                 say(f"stopping: {len(findings)} finding(s) written (--max-findings)")
                 break
-            if spent or not kinds.pending:
+            if isinstance(ended, BudgetSpent) or not kinds.pending:
                 break
             # Later passes must not delete known failures from the database: there they are
             # known, not fixed, and the next explore should replay them first.
@@ -432,8 +434,11 @@ def _examples(
     return run
 
 
-def _run_pass(run: Callable[[settings], None], database: ExampleDatabase, first: bool) -> bool:
-    """One Hypothesis run (``_examples``); whether the budget ended it. Hypothesis draws on
+def _run_pass(
+    run: Callable[[settings], None], database: ExampleDatabase, first: bool
+) -> BudgetSpent | ShrinkingSpent | None:
+    """One Hypothesis run (``_examples``); what ended it before Hypothesis had shrunk all it
+    found: the budget, or the pass's share of it (None: Hypothesis did). Hypothesis draws on
     after a failure, for failures of other kinds, and shrinks each kind apart; with `first`,
     it stops drawing at the first failure and shrinks it, slipping to any smaller failure
     (its ``report_multiple_bugs=False``)."""
@@ -451,12 +456,12 @@ def _run_pass(run: Callable[[settings], None], database: ExampleDatabase, first:
     try:
         with _uncapped_shrinking():
             run(run_settings)
-    except BudgetSpent:
-        return True
+    except (BudgetSpent, ShrinkingSpent) as ended:  # its kinds are written at their shortest
+        return ended
     except Exception as raised:  # what it found (one failure, a group, a flaky one): tallied
         if not _only_failures(raised):
             raise
-    return False
+    return None
 
 
 @contextlib.contextmanager
@@ -464,7 +469,8 @@ def _uncapped_shrinking() -> Iterator[None]:
     """Hypothesis without its shrink time cap (``MAX_SHRINKING_SECONDS``, 5 minutes, after which
     it reports the failure unshrunk): where a scenario takes 8-10 s (ort-web) that is about 30
     examples, too few to shrink an 8-step scenario. The budget's grace bounds shrinking
-    instead (``Budget.grace``). Hypothesis documents the constant as monkeypatchable for
+    instead (``Budget.grace``), and for drawn models each kind's share
+    (``Kinds.shrinking_spent``). Hypothesis documents the constant as monkeypatchable for
     this; it is restored when the pass ends."""
     capped = hypothesis_engine.MAX_SHRINKING_SECONDS
     hypothesis_engine.MAX_SHRINKING_SECONDS = math.inf

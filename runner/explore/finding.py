@@ -107,9 +107,10 @@ class Found:
     path: Path
     examples_before: int  # examples run in this explore before its first failure was seen
     seconds_to_first: float
-    # Its pass ended with the budget's grace, before Hypothesis had finished shrinking what the
-    # pass found (it or another kind): it may shrink further, replayed from the example
-    # database by another explore over the same cache folder.
+    # Its pass ended with the budget's grace or its kinds' share of the budget
+    # (``Kinds.shrinking_spent``), before Hypothesis had finished shrinking what the pass found
+    # (it or another kind): it may shrink further, replayed from the example database by
+    # another explore over the same cache folder.
     shrinking_cut: bool = False
 
     @property

@@ -67,6 +67,9 @@ class GeneratedModel:
 
     model: bytes
     ops: tuple[str, ...]  # of its nodes, in node order (the Mul before a Cast included)
+    # the vocabulary entry each node was drawn as, in node order: a DecomposedLayerNorm's
+    # ReduceMean, Sub, Pow... are its, and coverage counts them so
+    entries: tuple[str, ...]
     layouts: tuple[Mapping[str, Any], ...]  # a suite's `layouts:` entries; () the default only
     tolerance: Tolerance
     dtype: str = "float32"  # its float tensors' type, a key of DTYPES
@@ -84,8 +87,9 @@ class GeneratedModel:
 
 @dataclass(frozen=True)
 class OpCovered:
-    """One op of the models drawn: how many nodes of it, and every attribute value they held
-    (``name=value``), what twins of the op differed by."""
+    """One op of the vocabulary in the models drawn: how many nodes were drawn as it, and every
+    attribute value they held (``name=value``; ``Op.name=value`` for a node of another op type,
+    as in a DecomposedLayerNorm), what twins of the op differed by."""
 
     op: str
     nodes: int
@@ -123,10 +127,11 @@ class Coverage:
 
     def add(self, generated: GeneratedModel) -> None:
         graph = onnx.load_from_string(generated.model).graph
-        for node in graph.node:
-            self.nodes[node.op_type] += 1
-            self.values[node.op_type].update(
-                f"{a.name}={helper.get_attribute_value(a)!r}" for a in node.attribute
+        for node, entry in zip(graph.node, generated.entries, strict=True):
+            self.nodes[entry] += 1
+            own = "" if node.op_type == entry else f"{node.op_type}."
+            self.values[entry].update(
+                f"{own}{a.name}={helper.get_attribute_value(a)!r}" for a in node.attribute
             )
         self.dimensions.update(buckets(generated))
 
@@ -166,6 +171,7 @@ def generated_models(
     opset = draw(st.sampled_from(opsets), label="opset")
     g = Graph(DTYPES[dtype], opset)
     drawn: list[str] = []
+    entries: list[str] = []  # each node's
     # one "more?" before each op but the first, as Hypothesis draws lists: a node's choices are
     # one block, which shrinking deletes whole
     for _ in range(MAX_NODES):
@@ -177,6 +183,8 @@ def generated_models(
             OPS[op](draw, g)
         except NotHere:  # the graph has no room for it: one node fewer
             continue
+        finally:  # a builder refused part way keeps the nodes it added
+            entries += [op] * (len(g.nodes) - len(entries))
         drawn.append(op)
     if not g.nodes:
         reject()
@@ -204,6 +212,7 @@ def generated_models(
     return GeneratedModel(
         model.SerializeToString(),
         ops,
+        tuple(entries),
         layouts,
         tolerance(g.reduction, dtype),
         dtype,
@@ -275,9 +284,18 @@ def _keeping(
     pruned_model.ir_version = model.ir_version
     onnx.checker.check_model(pruned_model, full_check=True)
     ops = tuple(n.op_type for n in kept)
+    entries = tuple(
+        entry
+        for node, entry in zip(graph.node, generated.entries, strict=True)
+        if node.name in kept_names
+    )
     layouts = generated.layouts if "LayerNormalization" in ops else ()
     return dataclasses.replace(
-        generated, model=pruned_model.SerializeToString(), ops=ops, layouts=layouts
+        generated,
+        model=pruned_model.SerializeToString(),
+        ops=ops,
+        entries=entries,
+        layouts=layouts,
     )
 
 

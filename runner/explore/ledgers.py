@@ -20,11 +20,24 @@ GRACE_MIN_S = 30.0
 # few dozen to shrink an 8-step scenario, which takes minutes where a scenario takes seconds
 # (ort-web on SwiftShader)
 SHRINK_EXAMPLES = 40
+# Drawn models a pass may run after its first failure, per kind of failure it has seen: past
+# that the pass ends and its kinds are written at their shortest so far. Shrinking replays a
+# failing model's neighbours, its ops replaced by the vocabulary's first, and where a build
+# fails in a dozen ways (JSEP 1.19.2) that took most of a 10-minute budget: the draw's other
+# ops went untried. A drawn model's bystanders are cut after shrinking anyway (its culprit is
+# localized), so a short shrink costs a finding little.
+SHRINK_MODELS_PER_KIND = 20
+SHRINK_SHARE_PER_KIND = 0.02  # ... or of the budget's time, if longer (wgpu runs 17 a second)
 PROGRESS_EVERY_S = 10.0
 
 
 class BudgetSpent(Interruption):
     """Raised before an example once the budget is spent."""
+
+
+class ShrinkingSpent(Interruption):
+    """Raised before a drawn model once its pass has had its share since its first failure
+    (``Kinds.shrinking_spent``): the pass ends, the explore goes on."""
 
 
 class Budget:
@@ -88,6 +101,19 @@ class Kinds:
             self.say(f"shrunk {kind[0]} to {sized(size, failure.unit)}")
         if shortest is None or size <= shortest.size:
             self.shortest[kind] = failure  # Hypothesis shrinks: the later of equals is simpler
+
+    def shrinking_spent(self, examples: int, budget: Budget) -> bool:
+        """Whether this pass has had its share of the explore since its first failure, with
+        `examples` run so far: ``SHRINK_MODELS_PER_KIND`` models and ``SHRINK_SHARE_PER_KIND``
+        of the `budget` for each kind it found."""
+        if not self.pending:
+            return False
+        first_examples, first_seconds = self.first_seen[self.pending[0]]
+        kinds = len(self.pending)
+        return (
+            examples - first_examples >= SHRINK_MODELS_PER_KIND * kinds
+            and budget.elapsed() - first_seconds >= SHRINK_SHARE_PER_KIND * budget.seconds * kinds
+        )
 
 
 class Lacking:
