@@ -15,10 +15,14 @@ by this rewrite is never named: onnxruntime's WebGPU builds replay a copy's grap
 under capture (suites/bugs/ort-reshape-output-stale.yaml), so exposing it would name that, not
 the bug. One the model outputs itself is named, marked a copy. Exposing may also hide a capture
 bug (a copy's output went stale only while the value it copies was no graph output: JSEP's
-Identity beside a Mul; an Or onnxruntime runs on the CPU beside a Mul): when the rerun passes,
-the model is rerun as it ran, and its own outputs are walked, the node found marked
-``hidden_by_exposing`` (its inputs went unchecked: a node before it may have made the wrong
-value).
+Identity beside a Mul; an Or onnxruntime runs on the CPU beside a Mul), and so may a kernel bug
+of a fusion (a Conv and the Tanh onnxruntime fuses into it: its output exposed, the Conv is no
+longer fused): when the rerun passes, the model is rerun as it ran, and its own outputs are
+walked, the node found marked ``hidden_by_exposing`` (its inputs went unchecked: a node before
+it may have made the wrong value). A node whose captured output went wrong while it reads a
+copy the rewrite left out is run alone too, on onnxruntime CPU's inputs run by run: where it
+replays right there, the copy is named (the C++ EP replays any node stale that reads a Reshape
+of a graph input).
 
 The first wrong output is where a wrong value shows, not always where it was made: a kernel may
 write into a buffer another node's output holds (JSEP's SkipSimplifiedLayerNormalization with a
@@ -230,18 +234,65 @@ def first_divergent_node(
     capture bug the exposed rerun hides is looked for among the model's own outputs, as it ran:
     the module's docstring)."""
     exposed = expose_intermediates(workload)
+    hidden = exposed.workload.output_names != workload.output_names  # what exposing may do
+    own = [node for node in exposed.nodes if node.own]
     if not (case.capture and verdicts & CAPTURE_VERDICTS):
         found = _rerun(backend, case, exposed, exposed.workload, exposed.nodes, (), capture=False)
+        if found is None and hidden:  # a fusion exposing undid (a Conv and its activation)
+            found = _rerun(backend, case, exposed, workload, own, (), capture=False)
+            found = found and ({**found[0], "hidden_by_exposing": True}, found[1])
         if found is None:
             return None
         return _checked_alone(backend, case.eager_twin(), exposed, found[1], found[0])
     earlier = [(c, expose_intermediates(w).workload) for c, w in prefix]
     found = _rerun(backend, case, exposed, exposed.workload, exposed.nodes, earlier, capture=True)
-    if found is not None or exposed.workload.output_names == workload.output_names:
-        return found[0] if found else None
-    own = [node for node in exposed.nodes if node.own]
+    if found is not None:
+        return _read_copy_replays(backend, case, exposed, found[0]) or found[0]
+    if not hidden:
+        return None
     found = _rerun(backend, case, exposed, workload, own, prefix, capture=True)
     return {**found[0], "hidden_by_exposing": True} if found else None
+
+
+def _read_copy_replays(
+    backend: Backend, case: Case, exposed: Exposed, found: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The copy `found` (a node whose captured output went wrong) reads, named in its place,
+    where `found` alone, on onnxruntime CPU's inputs run by run, replays right under capture:
+    the C++ EP replays a node that reads a Reshape of a graph input stale, whatever the node (a
+    Relu, a Gelu, a QuickGelu...), and each would be a root cause of its own. None where it
+    reads no copy, or fails alone too (or cannot run alone)."""
+    copies = {node.output: node for node in exposed.unexposed}
+    read = [copies[i["name"]] for i in found["inputs"] if i["name"] in copies]
+    if not read:
+        return None
+    model = onnx.load_from_string(exposed.workload.model)
+    [node] = [n for n in model.graph.node if n.name == found["name"]]
+    workload = exposed.workload
+    variants = (BASE, *workload.variants)
+    values = {variant: _every_value(workload, variant) for variant in variants}
+    alone = _alone(model, node, _fed_by_inputs(model.graph), values, workload.schedule)
+    eager, captured = (
+        backend.run(CaseWork(c, alone, opens_sequence=c is not case, closes_sequence=c is case))
+        for c in (case.eager_twin(), case)
+    )
+    if eager.status != "ok" or captured.status != "ok":
+        return None
+    for want, got in zip(eager.runs, captured.runs, strict=False):
+        if not all(compare(got[o], want[o], case.tolerance).ok for o in alone.output_names):
+            return None
+    copy = read[0]
+    return {
+        **found,
+        "op_type": copy.op_type,
+        "name": copy.name,
+        "output": copy.output,
+        "copy": True,
+        "attributes": dict(copy.attributes),
+        "inputs": [_described(name, values[BASE], exposed) for name in copy.inputs],
+        "seen_in": f"{found['op_type']} {found['output']}",
+        "alone": "replays",
+    }
 
 
 def _rerun(
@@ -327,11 +378,32 @@ def _wrong_alone(
     """How `node` of `model`, run alone on `backend` on onnxruntime CPU's `values` for its
     inputs (those not `varying` as constants), differs from onnxruntime CPU in its walked
     `outputs`: {} when it does not, None when the backend could not run it."""
+    workload = _alone(model, node, varying, {BASE: values})
+    # a sequence of its own: where sequences start afresh (explore's ort-web pages), nothing
+    # the failing model compiled serves it (on JSEP 1.17.0, a Relu run alone after a model with
+    # a rank-1 Transpose was wrong in the same instance and right in a new one)
+    ran = backend.run(CaseWork(case, workload))
+    if ran.status != "ok" or not ran.runs:
+        return None
+    divergent = _first_divergence(exposed, outputs, ran.runs[0], values, values, case.tolerance)
+    return divergent or {}
+
+
+def _alone(
+    model: onnx.ModelProto,
+    node: onnx.NodeProto,
+    varying: set[str],
+    values: Mapping[Variant, Mapping[str, np.ndarray]],
+    schedule: tuple = (),
+) -> Workload:
+    """`node` of `model` alone: its inputs that vary (`varying`) graph inputs holding
+    onnxruntime CPU's `values` for each input variant (BASE's first), the others constants."""
+    base = values[BASE]
     names = list(dict.fromkeys(name for name in node.input if name))
     fed = [name for name in names if name in varying]
 
     def described(name: str) -> onnx.ValueInfoProto:
-        value = np.asarray(values[name])
+        value = np.asarray(base[name])
         return helper.make_tensor_value_info(
             name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape
         )
@@ -341,25 +413,23 @@ def _wrong_alone(
         "alone",
         [described(name) for name in fed],
         [described(name) for name in node.output if name],
-        [numpy_helper.from_array(np.asarray(values[n]), n) for n in names if n not in varying],
+        [numpy_helper.from_array(np.asarray(base[n]), n) for n in names if n not in varying],
     )
     alone = helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
     data = alone.SerializeToString()
-    workload = Workload(
+    return Workload(
         key=hashlib.sha256(data).hexdigest() + "+alone",
         model=data,
-        inputs={name: values[name] for name in fed},
+        inputs={name: base[name] for name in fed},
         output_names=tuple(o.name for o in graph.output),
         shape={},
+        schedule=schedule,
+        variants={
+            variant: {name: held[name] for name in fed}
+            for variant, held in values.items()
+            if variant != BASE
+        },
     )
-    # a sequence of its own: where sequences start afresh (explore's ort-web pages), nothing
-    # the failing model compiled serves it (on JSEP 1.17.0, a Relu run alone after a model with
-    # a rank-1 Transpose was wrong in the same instance and right in a new one)
-    ran = backend.run(CaseWork(case, workload))
-    if ran.status != "ok" or not ran.runs:
-        return None
-    divergent = _first_divergence(exposed, outputs, ran.runs[0], values, values, case.tolerance)
-    return divergent or {}
 
 
 def _first_divergence(

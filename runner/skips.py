@@ -4,7 +4,9 @@ A scenario is skipped when its backend runs none of its steps or lacks one of th
 descriptor's ``scenario_actions``: the one place that says which steps a backend runs).
 
 A case is skipped, with its reason, when its test's ``platformCondition`` does not match the
-backend's platform, or when the backend cannot hold one of its element types. What a backend
+backend's platform, when the backend cannot hold one of its element types, or when its layout
+names a preferred data layout and the backend's sessions take no such option (the descriptor's
+``preferred_layouts``). What a backend
 finds it lacks only when it runs (an operator without a kernel, a graph its WebGPU EP will not
 capture) the judge skips the same way (``runner.judge``). Every reason starts with one of the
 ``SKIP_*`` phrases of ``runner.verdicts``, which reports group by. Zero-sized tensors need no
@@ -22,7 +24,7 @@ import sys
 
 from runner.backends import REGISTRY
 from runner.matrix import Case, ScenarioTarget
-from runner.verdicts import SKIP_PLATFORM, SKIP_TYPE
+from runner.verdicts import SKIP_OPTION, SKIP_PLATFORM, SKIP_TYPE
 
 
 # What ORT-web's `platformCondition` regexes are matched against: platform.js's description in
@@ -35,8 +37,15 @@ def platform_description(backend: str) -> str:
 
 
 def skip_reason(case: Case) -> str | None:
-    """Why `case` cannot run on its backend here: its package's model could not be fetched, or
-    the op test is not for this platform or these types; None if it can."""
+    """Why `case` cannot run on its backend here: its layout's preferred data layout is no
+    option there, its package's model could not be fetched, or the op test is not for this
+    platform or these types; None if it can."""
+    backend = case.backend.name
+    if case.layout.preferred_layout and not REGISTRY[backend].preferred_layouts:
+        return (
+            f"{SKIP_OPTION}: {backend}'s sessions have no preferredLayout (layout "
+            f"{case.layout.label} asks for {case.layout.preferred_layout})"
+        )
     source = case.model.package
     if source is not None and not source.cached.is_file():
         return (
@@ -46,7 +55,7 @@ def skip_reason(case: Case) -> str | None:
     op_case = case.model.op_test
     if op_case is None:
         return None
-    test, backend = op_case.test, case.backend.name
+    test = op_case.test
     description = platform_description(backend)
     if test.platform_condition and not re.search(test.platform_condition, description):
         return f"{SKIP_PLATFORM}: {test.platform_condition!r} does not match {description!r}"

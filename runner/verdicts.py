@@ -93,7 +93,8 @@ def headline(verdicts: set[str] | frozenset[str]) -> str:
 SKIP_PLATFORM = "platform condition not met"
 SKIP_TYPE = "element type the backend lacks"
 SKIP_BACKEND = "backend lacks the operator or type"  # seen at run time (runner.judge)
-SKIP_REASONS = (SKIP_PLATFORM, SKIP_TYPE, SKIP_BACKEND)
+SKIP_OPTION = "backend lacks the session option"
+SKIP_REASONS = (SKIP_PLATFORM, SKIP_TYPE, SKIP_BACKEND, SKIP_OPTION)
 
 
 # onnxruntime's words, in every build (onnxruntime-web's too), for a missing kernel

@@ -18,6 +18,7 @@ from runner.backends.base import BackendRun, CaseWork
 from runner.localize import expose_intermediates, first_divergent_node
 from runner.matrix import Case
 from runner.measure import Tolerance
+from runner.schedule import BASE, Feed
 from runner.suite.spec import STATIC_SHAPE, BackendTarget, Layout, ModelSpec, Suite
 from runner.workload import Workload
 from tests.conftest import REPO, regress
@@ -382,3 +383,117 @@ def test_a_copy_wrong_alone_is_named_where_its_reader_shows_it(copy_wrong, named
     node = first_divergent_node(backend, case, workload, frozenset({"reference-mismatch"}))
     assert (node["name"], node["alone"], node.get("seen_in")) == (named, alone, seen_in)
     assert backend.alone == ["r", "t"]
+
+
+def reshape_then_relu_beside_a_reshape() -> bytes:
+    """Reshape(x0) -> t0 -> Relu -> t1, beside Reshape(x0) -> t2: explore's finding on
+    onnxruntime-webgpu 1.27.0 (a QuickGelu, a Gelu, a Tanh... in the Relu's place)."""
+    shapes = [helper.make_tensor(f"c{i}", TensorProto.INT64, [2], [1, 3]) for i in (0, 1)]
+    graph = helper.make_graph(
+        [
+            helper.make_node("Reshape", ["x0", "c0"], ["t0"], name="n0"),
+            helper.make_node("Relu", ["t0"], ["t1"], name="n1"),
+            helper.make_node("Reshape", ["x0", "c1"], ["t2"], name="n2"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x0", TensorProto.FLOAT, [3])],
+        [
+            helper.make_tensor_value_info("t1", TensorProto.FLOAT, [1, 3]),
+            helper.make_tensor_value_info("t2", TensorProto.FLOAT, [1, 3]),
+        ],
+        shapes,
+    )
+    opsets = [helper.make_opsetid("", 20)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10).SerializeToString()
+
+
+@pytest.mark.parametrize("relu_alone", ["replays", "stale too"])
+def test_a_node_that_replays_stale_only_after_a_copy_hands_the_blame_to_the_copy(relu_alone):
+    """Under capture the Relu returns the recording run's values only where it reads the
+    Reshape of a graph input: run alone on its inputs it replays right, so the Reshape (a copy,
+    never exposed) is named, a stale copy, and where the Relu shows it is kept. Where the Relu
+    replays stale alone too, it stays named."""
+    first, second = np.array([1.0, -2.0, 3.0], np.float32), np.array([4.0, 5.0, -6.0], np.float32)
+    workload = Workload(
+        "w",
+        reshape_then_relu_beside_a_reshape(),
+        {"x0": first},
+        ("t1", "t2"),
+        {},
+        schedule=(Feed(0, BASE), Feed(0, (0, 1))),
+        variants={(0, 1): {"x0": second}},
+    )
+    spec, target = ModelSpec("m"), BackendTarget("ort-native")
+    suite = Suite("s", Path("s.yaml"), (spec,), (STATIC_SHAPE,), (Layout("default"),), (target,))
+    case = Case(suite, spec, STATIC_SHAPE, Layout("default"), target, True, Tolerance())
+
+    class StaleAfterAReshape:
+        def run(self, work: CaseWork) -> BackendRun:
+            ran = []
+            for feed in work.workload.feeds(2):
+                inputs = work.workload.inputs_of(feed.variant)
+                x = inputs.get("x0", inputs.get("t0"))
+                right = {"t0": x.reshape(1, 3), "t1": np.maximum(x, 0).reshape(1, 3)}
+                right["t2"] = right["t0"]
+                ran.append({name: right[name] for name in work.workload.output_names})
+            reads_a_reshape = "x0" in work.workload.inputs
+            if work.case.capture and (reads_a_reshape or relu_alone == "stale too"):
+                ran[1]["t1"] = ran[0]["t1"]  # the recording run's
+            return BackendRun(runs=tuple(ran))
+
+    verdicts = frozenset({"stale-input"})
+    node = first_divergent_node(StaleAfterAReshape(), case, workload, verdicts)
+    assert node is not None and node["run"] == 2
+    if relu_alone == "stale too":
+        assert (node["op_type"], node["copy"]) == ("Relu", False) and "seen_in" not in node
+        return
+    assert (node["op_type"], node["name"], node["output"], node["copy"]) == (
+        "Reshape",
+        "n0",
+        "t0",
+        True,
+    )
+    assert (node["seen_in"], node["alone"]) == ("Relu t1", "replays")
+
+
+def conv_then_tanh() -> bytes:
+    """x[1, 1, 3] -> Conv (a 1-wide kernel of 2) -> t0 -> Tanh -> t1."""
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [1, 1, 1], [2.0])
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w"], ["t0"], name="n0"),
+            helper.make_node("Tanh", ["t0"], ["t1"], name="n1"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 3])],
+        [helper.make_tensor_value_info("t1", TensorProto.FLOAT, [1, 1, 3])],
+        [weight],
+    )
+    opsets = [helper.make_opsetid("", 17)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=8).SerializeToString()
+
+
+def test_a_fused_kernels_wrong_result_that_exposing_undoes_is_named_by_the_models_output():
+    """JSEP 1.17.0 fuses a Conv and its Tanh and gets it wrong; with the Conv's output exposed
+    there is no fusion, and the rerun is right. The model as it ran names its own output's
+    node, the Tanh, found hidden by exposing; right alone, as the Conv is, it stays named."""
+    x = np.array([[[0.1, -0.2, 0.3]]], np.float32)
+    workload = Workload("w", conv_then_tanh(), {"x": x}, ("t1",), {})
+    spec, target = ModelSpec("m"), BackendTarget("ort-web", "jsep")
+    suite = Suite("s", Path("s.yaml"), (spec,), (STATIC_SHAPE,), (Layout("default"),), (target,))
+    case = Case(suite, spec, STATIC_SHAPE, Layout("default"), target, False, Tolerance())
+
+    class FusedWrong:
+        def run(self, work: CaseWork) -> BackendRun:
+            inputs, names = work.workload.inputs, work.workload.output_names
+            conv = inputs["x"] * 2 if "x" in inputs else inputs["t0"]
+            right = {"t0": conv, "t1": np.tanh(inputs.get("t0", conv))}
+            outputs = {name: right[name] for name in names}
+            if {"x"} == set(inputs) and names == ("t1",):  # fused: the whole model as it is
+                outputs["t1"] = right["t1"] + 0.0025
+            return BackendRun(runs=(outputs,))
+
+    node = first_divergent_node(FusedWrong(), case, workload, frozenset({"reference-mismatch"}))
+    assert node is not None
+    assert (node["op_type"], node["output"], node["against"]) == ("Tanh", "t1", "onnxruntime CPU")
+    assert node["hidden_by_exposing"] is True and node["alone"] == "passes"

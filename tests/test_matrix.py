@@ -13,7 +13,9 @@ from runner.matrix import (
     shard_cases,
     with_predecessors,
 )
+from runner.skips import skip_reason
 from runner.suite import load_suite
+from runner.verdicts import SKIP_OPTION
 
 from .conftest import regress
 
@@ -84,6 +86,16 @@ def test_a_sequence_of_one_layout_has_no_revisit_and_nothing_revisited(write_sui
     cases = expand_matrix([load_suite(write_suite(one_layout), REGISTRY)])
     assert len(cases) == 2 * 2 * 4 * 2
     assert not any(c.revisit or c.revisited for c in cases)
+
+
+def test_a_preferred_layout_is_skipped_only_where_sessions_take_no_such_option(write_suite):
+    two = SUITE.replace("permute: [eps, heads]", "preferred_layout: NCHW")
+    cases = expand_matrix([load_suite(write_suite(two), REGISTRY)])
+    reasons = {(c.backend.name, c.layout.label): skip_reason(c) for c in cases}
+    assert reasons[("wgpu", "NCHW")] == (
+        f"{SKIP_OPTION}: wgpu's sessions have no preferredLayout (layout NCHW asks for NCHW)"
+    )
+    assert reasons[("ort-web", "NCHW")] is None and reasons[("wgpu", "small-eps")] is None
 
 
 def test_exclude_and_include(write_suite):

@@ -216,9 +216,14 @@ layouts:
     values: {eps: 1.0e-3}
   - order: [scale]
     values: {heads: 8}
+  - preferred_layout: NCHW
+  - label: nhwc
+    preferred_layout: NHWC
 """
     )
-    labels = [layout.label for layout in load_suite(path, REGISTRY).layouts]
+    layouts = load_suite(path, REGISTRY).layouts
+    labels = [layout.label for layout in layouts]
+    assert [layout.preferred_layout for layout in layouts][-3:] == [None, "NCHW", "NHWC"]
     assert labels == [
         "heads,eps",
         "eps,heads,scale",
@@ -229,6 +234,15 @@ layouts:
         "scale,heads,eps",
         "tiny-eps",
         "scale+heads=8",
+        "NCHW",
+        "nhwc",
+    ]
+
+
+def test_a_preferred_layout_the_ep_does_not_take_is_refused(write_suite):
+    path = write_suite(GOOD + "layouts:\n  - preferred_layout: NHCW\n")
+    assert problems(path) == [
+        f'{path}:11:23: "NHCW" is not allowed here; expected one of NCHW, NHWC'
     ]
 
 

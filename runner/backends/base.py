@@ -346,6 +346,9 @@ class BackendDescriptor:
     # Its device and program cache live as long as its process (a ``ProcessDeviceBackend``):
     # explore reruns a failing example on a renewed one, and counts it only if it fails there.
     programs_per_process: bool = False
+    # Its sessions take the EP option preferredLayout (a layout's `preferred_layout`): the
+    # others skip such a case (runner.skips), and explore draws that layout only here.
+    preferred_layouts: bool = False
 
     def checks(self) -> list[Diagnosis]:
         """What ``doctor`` says about this machine for this backend (``diagnose``)."""

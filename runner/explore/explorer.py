@@ -165,7 +165,10 @@ class _Examiner:
             generated = explored.generated
             if self.lacking.any_of(_needs(generated)):
                 reject()  # not run; an example run before keeps its outcome
-            if self.kinds.shrinking_spent(self.examples, self.budget):
+            # the share keeps the budget for drawing on: none follows a first finding
+            if self.request.max_findings != 1 and self.kinds.shrinking_spent(
+                self.examples, self.budget
+            ):
                 raise ShrinkingSpent
             ran = run_cases(explored, self.backend, self.oracle, self.request.options)
             if ran.failing and self._alone_passes(lambda: run_cases(

@@ -135,13 +135,17 @@ class GeneratedModels:
     folder: Path  # where drawn models and their suites are written while explore runs
     dtypes: tuple[str, ...] = ("float32",)  # of DTYPES, the float types drawn
     opsets: tuple[int, ...] = (OPSET,)  # of OPSETS, the opsets drawn models import
+    preferred_layouts: bool = False  # the target's sessions take preferredLayout: drawn too
     draws = "cases"
 
     def strategy(self) -> st.SearchStrategy[ExploredModel]:
-        return generated_models(self.vocabulary, self.dtypes, self.opsets).map(self.explored)
+        drawn = generated_models(self.vocabulary, self.dtypes, self.opsets, self.preferred_layouts)
+        return drawn.map(self.explored)
 
     def key(self) -> str:
-        return repr(("generated", self.vocabulary, self.dtypes, self.opsets))
+        # the second data layout only where it is drawn: wgpu's examples keep their key
+        layouts = ("preferred layouts",) if self.preferred_layouts else ()
+        return repr(("generated", self.vocabulary, self.dtypes, self.opsets, *layouts))
 
     def explored(self, generated: GeneratedModel) -> ExploredModel:
         """`generated` written as a suite of its own into the folder, loaded on the target."""
@@ -256,7 +260,9 @@ def explore_space(
         lacking = learned_lacking(target)
         drawn, types = vocabulary(ops, lacking), float_types(dtypes, lacking)
         folder = cache_root() / "explore-models"
-        source: ModelSource = GeneratedModels(drawn, target, folder, types, model_opsets(opsets))
+        source: ModelSource = GeneratedModels(
+            drawn, target, folder, types, model_opsets(opsets), descriptor.preferred_layouts
+        )
         return Space(source, target, descriptor.scenario_actions)
     given = {"--ops": ops, "--dtypes": dtypes, "--opsets": opsets}
     drawing = [option for option, values in given.items() if values]

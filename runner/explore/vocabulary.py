@@ -391,12 +391,38 @@ def _reduce(op: str) -> Callable:
     return build
 
 
+# The activations onnxruntime's optimizer fuses into the Conv before them (ConvActivationFusion,
+# registered for the JS and WebGPU EPs too), at its default level. Drawn after a Conv, MatMul or
+# Gemm (``_then_fusable``): as an op of its own, a Conv feeding a Tanh came once in about 5000
+# models; so, in about 400 (JSEP 1.17.0's #21467).
+FUSED_ACTIVATIONS = ("Relu", "Tanh", "Sigmoid", "LeakyRelu", "HardSigmoid", "Clip")
+
+
+def _then_fusable(draw, g: Graph, made: Value, bias: bool = False) -> None:
+    """What may follow a Conv, MatMul or Gemm as the graphs onnxruntime fuses have it: for a
+    MatMul (`bias`) an Add of a bias over its last dim (MatMulAddFusion: a Gemm), then one of
+    ``FUSED_ACTIVATIONS`` (a fused kernel of the EP's own where it registers one)."""
+    if bias and draw(st.booleans(), label="then bias"):
+        made = g.add("Add", [made.name, g.weights(draw, made.shape[-1:])], g.float, made.shape)
+    if not draw(st.booleans(), label="then activation"):
+        return
+    op = draw(st.sampled_from(FUSED_ACTIVATIONS), label="activation")
+    inputs, attributes = [made.name], {}
+    if op == "Clip":  # the fusion takes constant bounds only
+        inputs += [g.scalar(-0.5), g.scalar(0.5)]
+    elif op == "LeakyRelu":
+        attributes["alpha"] = draw(st.sampled_from((0.01, 0.2)), label="alpha")
+    elif op == "HardSigmoid":
+        attributes["alpha"] = draw(st.sampled_from((0.2, 0.3)), label="alpha")
+    g.add(op, inputs, g.float, made.shape, **attributes)
+
+
 def _matmul(draw, g: Graph) -> None:
     a = g.operand(draw, min_rank=2)
     k, n = a.shape[-1], draw(DIMS, label="n")
     b = g.weights(draw, (k, n))
     g.reduction = max(g.reduction, k)
-    g.add("MatMul", [a.name, b], g.float, (*a.shape[:-1], n))
+    _then_fusable(draw, g, g.add("MatMul", [a.name, b], g.float, (*a.shape[:-1], n)), bias=True)
 
 
 def _gemm(draw, g: Graph) -> None:
@@ -413,7 +439,8 @@ def _gemm(draw, g: Graph) -> None:
     g.reduction = max(g.reduction, k)
     attributes = {"transA": trans_a, "transB": trans_b, "alpha": alpha}
     defaults = {"transA": 0, "transB": 0, "alpha": 1.0}
-    g.add("Gemm", inputs, g.float, (m, n), **g.spelled(draw, attributes, defaults))
+    made = g.add("Gemm", inputs, g.float, (m, n), **g.spelled(draw, attributes, defaults))
+    _then_fusable(draw, g, made)
 
 
 def _layer_norm(draw, g: Graph) -> None:
@@ -589,7 +616,9 @@ def _conv(draw, g: Graph) -> None:
         inputs.append(g.weights(draw, (filters,)))
     g.reduction = max(g.reduction, channels // group * math.prod(kernel))
     attributes = _window_attributes(draw, g, kernel, strides, pads, dilations, group=group)
-    g.add("Conv", inputs, g.float, (x.shape[0], filters, *out), **attributes)
+    _then_fusable(
+        draw, g, g.add("Conv", inputs, g.float, (x.shape[0], filters, *out), **attributes)
+    )
 
 
 def _conv_transpose(draw, g: Graph) -> None:

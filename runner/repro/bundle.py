@@ -140,6 +140,7 @@ class Writer:
             "freeDimensionOverrides": dict(workload.shape),
             "sharedShape": dict(workload.shared_shape),  # what a session serving every run pins
             "uniformOrder": list(workload.uniform_order),
+            "preferredLayout": workload.preferred_layout,  # the EP option; null: the build's
         }
         cache = workload.device_cache
         if cache is not None:  # a decoder's: its caches stay on the device between runs

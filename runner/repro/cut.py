@@ -124,6 +124,7 @@ def cut_workload(
         output_names=(cut.output,),
         shape=workload.shape,
         uniform_order=workload.uniform_order,
+        preferred_layout=workload.preferred_layout,
         schedule=workload.schedule,
         variants={
             variant: {name: values[variant][name] for name in cut.inputs}
@@ -153,6 +154,7 @@ def exposed(workload: Workload, names: Sequence[str]) -> Workload:
         output_names=outputs,
         shape=workload.shape,
         uniform_order=workload.uniform_order,
+        preferred_layout=workload.preferred_layout,
     )
 
 

@@ -216,12 +216,17 @@ class SuiteBuilder:
                 order = tuple(spec.get("order", ()))
                 self.check_fields(order, path + ("order",))
                 values = tuple(sorted(spec.get("values", {}).items()))
+                preferred = spec.get("preferred_layout")
                 label = spec.get("label") or "+".join(
                     part
-                    for part in (",".join(order), ",".join(f"{k}={v:g}" for k, v in values))
+                    for part in (
+                        ",".join(order),
+                        ",".join(f"{k}={v:g}" for k, v in values),
+                        preferred or "",
+                    )
                     if part
                 )
-                layouts.append((i, Layout(label, order, values)))
+                layouts.append((i, Layout(label, order, values, preferred)))
         seen: set[str] = set()
         for i, layout in layouts:
             if layout.label in seen:

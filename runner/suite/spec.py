@@ -350,11 +350,14 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class Layout:
-    """A uniform-field order and/or changed constants (see ``runner.uniforms``)."""
+    """A uniform-field order and/or changed constants (see ``runner.uniforms``), and/or the
+    data layout its sessions ask the EP for."""
 
     label: str
     order: tuple[str, ...] = ()
     values: tuple[tuple[str, float], ...] = ()
+    # the EP option ``preferredLayout`` ("NCHW" or "NHWC") of its sessions; None: the build's
+    preferred_layout: str | None = None
 
     def values_dict(self) -> dict[str, float]:
         return dict(self.values)

@@ -51,6 +51,7 @@ class Workload:
     output_names: tuple[str, ...]
     shape: Mapping[str, int]  # symbolic dim -> value (ort-web's freeDimensionOverrides)
     uniform_order: tuple[str, ...] = ()  # the layout's field order (wgpu uniform structs)
+    preferred_layout: str | None = None  # the layout's EP option preferredLayout; None: default
     # The input sequence, when materialized for a number of runs: every run's (graph, inputs)
     # in order, and the inputs of each variant. Empty: every run takes `inputs` in graph 0.
     schedule: tuple[Feed, ...] = ()
@@ -227,6 +228,7 @@ def _of_variant(
         output_names=tuple(output.name for output in variant.model.graph.output),
         shape=shape,
         uniform_order=case.layout.order,
+        preferred_layout=case.layout.preferred_layout,
         **fields,
     )
 
@@ -301,6 +303,7 @@ def _op_test_workload(case: Case) -> Workload:
         output_names=tuple(expected_outputs(op_case)),
         shape=shape,
         uniform_order=case.layout.order,
+        preferred_layout=case.layout.preferred_layout,
     )
 
 

@@ -35,4 +35,5 @@ DESCRIPTOR = BackendDescriptor(
     # earlier session compiled serves a later one whose key it matches (measured: a 1x1 Conv,
     # an InstanceNormalization and an And wrong after other models, right in a new process)
     programs_per_process=True,
+    preferred_layouts=True,  # a session config entry (the plugin: a provider option)
 )

@@ -69,6 +69,7 @@ NO_GPU = "no WebGPU EP device: ONNX Runtime found no GPU (lavapipe and SwiftShad
 # onnxruntime-webgpu takes its options as session config entries (its provider options are
 # ignored, even a bogus one)
 CAPTURE_ENTRY = "ep.webgpuexecutionprovider.enableGraphCapture"
+PREFERRED_LAYOUT_ENTRY = "ep.webgpuexecutionprovider.preferredLayout"
 # What onnxruntime logs (at INFO) for a node the WebGPU EP will not take; it then runs the node
 # on the CPU without a word more.
 _NO_KERNEL = re.compile(r"webgpu kernel not found in registries for Op type: (\S+) node name: (.*)")
@@ -318,13 +319,19 @@ class EpBackend:
             for dim, value in workload.shared_shape.items():
                 options.add_free_dimension_override_by_name(dim, value)
         capture = capture and CAPTURE_OPTION_DROPPED not in faults
+        layout = workload.preferred_layout
         if self.builtin:
             if capture:
                 options.add_session_config_entry(CAPTURE_ENTRY, "1")
+            if layout:
+                options.add_session_config_entry(PREFERRED_LAYOUT_ENTRY, layout)
             return ort.InferenceSession(workload.model, options, providers=[WEBGPU_EP])
-        provider_options = (
-            {"enableGraphCapture": "1"} if capture and self.provider == WEBGPU_EP else {}
-        )
+        provider_options = {}
+        if self.provider == WEBGPU_EP:
+            provider_options = {
+                **({"enableGraphCapture": "1"} if capture else {}),
+                **({"preferredLayout": layout} if layout else {}),
+            }
         options.add_provider_for_devices([self.device], provider_options)
         return ort.InferenceSession(workload.model, sess_options=options)
 

@@ -22,6 +22,7 @@ DESCRIPTOR = BackendDescriptor(
     # the steps scenario.mjs runs; onnxruntime-web has no API to release a captured graph (only
     # a session), so a scenario with `release-graph` is skipped, saying so (runner.skips)
     scenario_actions=(RUN, DISPOSE, RELEASE, CREATE),
+    preferred_layouts=True,  # the EP option (JSEP and the C++ EP alike)
     repro="runner.backends.ortweb.repro:write_runner",
     # Tensor types passed to and from the page; numpy and onnxruntime-web spell them alike.
     element_types=frozenset(

@@ -415,6 +415,8 @@ class OrtWebBackend:
         }
         if not case.dynamic:  # a decoder's prefill runs at its own sequence length
             spec["freeDimensionOverrides"] = dict(workload.shared_shape)
+        if workload.preferred_layout:
+            spec["preferredLayout"] = workload.preferred_layout
         if outputs is not None:
             spec["outputs"] = outputs
         if case.capture and workload.in_place:

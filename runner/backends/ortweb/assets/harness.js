@@ -92,7 +92,11 @@ const createSession = async (spec) => {
   // session uncaptured without a word. JSEP takes either form.
   // Fault `ep-name-as-string` passes it the other way, as users easily do (backend.FAULTS).
   const asString = (spec.faults || []).includes('ep-name-as-string');
-  const options = {executionProviders: [asString ? 'webgpu' : {name: 'webgpu'}]};
+  const ep = {name: 'webgpu'};
+  if (spec.preferredLayout) { // the layout's: onnxruntime-web takes it on the EP object only
+    ep.preferredLayout = spec.preferredLayout;
+  }
+  const options = {executionProviders: [asString ? 'webgpu' : ep]};
   if (spec.freeDimensionOverrides) { // none in mode dynamic
     options.freeDimensionOverrides = spec.freeDimensionOverrides;
   }

@@ -20,12 +20,16 @@ const PREFILL_DRAW = -1; // a decoder's prefill's variant (runner/schedule.py)
 
 /**
  * The session options, as the suite creates its sessions (its harness.js): the EP as an
- * object, since the C++ EP builds pass enableGraphCapture on only then; capture sessions take
+ * object (with the layout's preferredLayout, if it names one), since the C++ EP builds pass
+ * enableGraphCapture on only then; capture sessions take
  * GPU-buffer inputs and keep their outputs on the GPU. `epAsString` is the injected fault
  * ep-name-as-string: the EP named 'webgpu', which the C++ builds take without capturing.
  */
 const sessionOptions = (workload, mode, epAsString, location) => ({
-  executionProviders: [epAsString ? 'webgpu' : {name: 'webgpu'}],
+  executionProviders: [epAsString ? 'webgpu' : {
+    name: 'webgpu',
+    ...(workload.preferredLayout ? {preferredLayout: workload.preferredLayout} : {}), // its layout's
+  }],
   freeDimensionOverrides: workload.sharedShape, // a decoder's prefill leaves its sequence length free
   ...(mode === 'capture' ? {enableGraphCapture: true, preferredOutputLocation: 'gpu-buffer'} : {}),
   ...(location ? {preferredOutputLocation: location} : {}), // a scenario's session says
