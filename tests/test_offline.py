@@ -47,7 +47,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     validated = regress("validate", "suites", env=no_npm, process=True)
     assert validated.returncode == 0, validated.stderr
     assert validated.stdout == (
-        "57 suite(s), 876 case(s): 52 unchecked (the notes say what), the rest ok\n"
+        "58 suite(s), 889 case(s): 56 unchecked (the notes say what), the rest ok\n"
     )
     notes = validated.stderr.splitlines()
     assert notes == [
@@ -83,6 +83,15 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "note: suites/bugs/ort-jsep-clip-no-bounds.yaml:15:15: ort-web version '1.19.2' was "
         "not checked (only a registry knows it): it is resolved when its cases run or are "
         "listed",
+        "note: suites/bugs/ort-jsep-conv2d-default-attributes.yaml:21:15: ort-web version "
+        "'1.17.0' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
+        "note: suites/bugs/ort-jsep-conv2d-default-attributes.yaml:21:25: ort-web version "
+        "'1.19.2' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
+        "note: suites/bugs/ort-jsep-conv2d-default-attributes.yaml:21:43: ort-web version "
+        "'1.31.1' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
         "note: suites/bugs/ort-jsep-conv3d-default-strides.yaml:20:15: "
         "ort-web version '1.19.2' was not checked (only a registry knows it): it is "
         "resolved when its cases run or are listed",
@@ -148,6 +157,9 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "'1.17.0' was not checked (only a registry knows it): it is resolved when its cases "
         "run or are listed",
         "note: suites/bugs/upstream/ort-21467-jsep-conv-tanh.yaml:13:15: ort-web version "
+        "'1.17.0' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
+        "note: suites/bugs/upstream/ort-21467-jsep-conv-tanh.yaml:13:25: ort-web version "
         "'1.18.0' was not checked (only a registry knows it): it is resolved when its cases "
         "run or are listed",
         "note: suites/bugs/upstream/ort-22231-jsep-softmax-middle-axis.yaml:13:15: ort-web "
@@ -202,7 +214,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     listed = regress("list", "suites", "--backend", "wgpu", env=no_npm, process=True)
     assert listed.returncode == 0, listed.stderr
     ids = listed.stdout.splitlines()
-    assert len(ids) == 232 and all("/wgpu/" in i for i in ids)
+    assert len(ids) == 235 and all("/wgpu/" in i for i in ids)
     pinned_only = regress("list", "suites", "--filter", "version=1.30.0", env=no_npm, process=True)
     assert pinned_only.returncode == 3  # the filter needs every version: npm must say
     wgpu_filtered = regress("list", "suites", "--filter", "backend=wgpu", env=no_npm, process=True)
@@ -210,7 +222,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     native = regress(
         "list", "suites", "--backend", "ort-native", env=no_npm, process=True
     )  # pip's versions
-    assert native.returncode == 0 and len(native.stdout.splitlines()) == 220, native.stderr
+    assert native.returncode == 0 and len(native.stdout.splitlines()) == 223, native.stderr
 
 
 def test_an_ort_web_selection_without_npm_exits_3_saying_why(no_npm, tmp_path):
