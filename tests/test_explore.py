@@ -362,3 +362,23 @@ def test_a_suite_of_decoders_only_is_refused_saying_explore_draws_none(tmp_path)
         "loop and no op test)"
     ) in explored.stderr
     assert "Traceback" not in explored.stderr
+
+
+def test_a_pass_ends_once_its_kinds_have_had_their_share(monkeypatch):
+    """From a pass's first failure, each kind it found earns 20 models and 2% of the budget's
+    time; the pass ends once both are spent (the models on a slow target, the time on a fast
+    one), and a pass that found nothing never ends so."""
+    clock = [0.0]
+    monkeypatch.setattr(ledgers.time, "monotonic", lambda: clock[0])
+    budget = ledgers.Budget(600.0)  # 12 s a kind
+    kinds = ledgers.Kinds(lambda _: None)
+    assert not kinds.shrinking_spent(1000, budget)
+    kinds.first_seen[("a",)], kinds.first_seen[("b",)] = (10, 5.0), (15, 6.0)
+    kinds.pending += [("a",), ("b",)]
+    clock[0] = 100.0
+    assert not kinds.shrinking_spent(49, budget)  # 39 models of the 40 two kinds earn
+    assert kinds.shrinking_spent(50, budget)
+    clock[0] = 28.0  # fast: 40 models, but 23 of the 24 seconds
+    assert not kinds.shrinking_spent(50, budget)
+    clock[0] = 29.0
+    assert kinds.shrinking_spent(50, budget)
