@@ -47,7 +47,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     validated = regress("validate", "suites", env=no_npm, process=True)
     assert validated.returncode == 0, validated.stderr
     assert validated.stdout == (
-        "58 suite(s), 889 case(s): 56 unchecked (the notes say what), the rest ok\n"
+        "60 suite(s), 895 case(s): 56 unchecked (the notes say what), the rest ok\n"
     )
     notes = validated.stderr.splitlines()
     assert notes == [
@@ -214,7 +214,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     listed = regress("list", "suites", "--backend", "wgpu", env=no_npm, process=True)
     assert listed.returncode == 0, listed.stderr
     ids = listed.stdout.splitlines()
-    assert len(ids) == 235 and all("/wgpu/" in i for i in ids)
+    assert len(ids) == 238 and all("/wgpu/" in i for i in ids)
     pinned_only = regress("list", "suites", "--filter", "version=1.30.0", env=no_npm, process=True)
     assert pinned_only.returncode == 3  # the filter needs every version: npm must say
     wgpu_filtered = regress("list", "suites", "--filter", "backend=wgpu", env=no_npm, process=True)
@@ -222,7 +222,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     native = regress(
         "list", "suites", "--backend", "ort-native", env=no_npm, process=True
     )  # pip's versions
-    assert native.returncode == 0 and len(native.stdout.splitlines()) == 223, native.stderr
+    assert native.returncode == 0 and len(native.stdout.splitlines()) == 226, native.stderr
 
 
 def test_an_ort_web_selection_without_npm_exits_3_saying_why(no_npm, tmp_path):

@@ -559,3 +559,29 @@ def test_graph_ids_record_a_graph_each_on_the_cpp_builds(backend, bundle):
         True, True, False, False, False, False,  # each graph's first run records
     ]  # fmt: skip
     assert result.trace.replay_bind_groups_created == 0 and result.trace.unrecorded_graphs == ()
+
+
+@pytest.mark.parametrize("bundle", ["jsep", "webgpu"])
+def test_a_layouts_preferred_layout_reaches_the_ep(backend, bundle):
+    """A MaxPool runs in NHWC by default, between two Transposes (3 dispatches a run); a
+    session of a layout preferring NCHW runs it as it is (1): the EP took the option. Both agree
+    with onnxruntime CPU."""
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 4, 8, 8)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+        "maxpool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    workload = model_workload(model, {"x": x})
+    dispatches = {}
+    for preferred in (None, "NCHW", "NHWC"):
+        run = backend.run(
+            CaseWork(
+                make_case(bundle, False), dataclasses.replace(workload, preferred_layout=preferred)
+            )
+        )
+        assert_matches_onnxruntime(run, workload)
+        dispatches[preferred] = len(run.trace.dispatches)
+    assert dispatches == {None: 3, "NCHW": 1, "NHWC": 3}
