@@ -49,7 +49,7 @@ from runner.compare import compare
 from runner.matrix import Case
 from runner.measure import Tolerance
 from runner.oracle import ReferenceCache, cpu_session
-from runner.schedule import BASE, Variant
+from runner.schedule import BASE, Feed, Variant
 from runner.workload import Workload
 
 FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE}
@@ -271,11 +271,10 @@ def _read_copy_replays(
     workload = exposed.workload
     variants = (BASE, *workload.variants)
     values = {variant: _every_value(workload, variant) for variant in variants}
-    alone = _alone(model, node, _fed_by_inputs(model.graph), values, workload.schedule)
-    eager, captured = (
-        backend.run(CaseWork(c, alone, opens_sequence=c is not case, closes_sequence=c is case))
-        for c in (case.eager_twin(), case)
-    )
+    varying = _fed_by_inputs(model.graph)
+    alone = _alone(model, node, varying, values, workload.schedule, workload.preferred_layout)
+    eager = backend.run(CaseWork(case.eager_twin(), alone, closes_sequence=False))
+    captured = backend.run(CaseWork(case, alone, opens_sequence=False))
     if eager.status != "ok" or captured.status != "ok":
         return None
     for want, got in zip(eager.runs, captured.runs, strict=False):
@@ -378,7 +377,9 @@ def _wrong_alone(
     """How `node` of `model`, run alone on `backend` on onnxruntime CPU's `values` for its
     inputs (those not `varying` as constants), differs from onnxruntime CPU in its walked
     `outputs`: {} when it does not, None when the backend could not run it."""
-    workload = _alone(model, node, varying, {BASE: values})
+    workload = _alone(
+        model, node, varying, {BASE: values}, preferred_layout=exposed.workload.preferred_layout
+    )
     # a sequence of its own: where sequences start afresh (explore's ort-web pages), nothing
     # the failing model compiled serves it (on JSEP 1.17.0, a Relu run alone after a model with
     # a rank-1 Transpose was wrong in the same instance and right in a new one)
@@ -394,10 +395,12 @@ def _alone(
     node: onnx.NodeProto,
     varying: set[str],
     values: Mapping[Variant, Mapping[str, np.ndarray]],
-    schedule: tuple = (),
+    schedule: tuple[Feed, ...] = (),
+    preferred_layout: str | None = None,
 ) -> Workload:
     """`node` of `model` alone: its inputs that vary (`varying`) graph inputs holding
-    onnxruntime CPU's `values` for each input variant (BASE's first), the others constants."""
+    onnxruntime CPU's `values` for each input variant (BASE's first), the others constants;
+    run by `schedule`, in sessions preferring the failing case's data layout."""
     base = values[BASE]
     names = list(dict.fromkeys(name for name in node.input if name))
     fed = [name for name in names if name in varying]
@@ -423,6 +426,7 @@ def _alone(
         inputs={name: base[name] for name in fed},
         output_names=tuple(o.name for o in graph.output),
         shape={},
+        preferred_layout=preferred_layout,
         schedule=schedule,
         variants={
             variant: {name: held[name] for name in fed}
