@@ -139,20 +139,21 @@ def test_a_refusal_is_listed_once_not_written_as_a_bug(tmp_path):
     """onnxruntime-webgpu 1.27.0 runs an opset-20 AveragePool on the CPU (its WebGPU kernel is
     registered up to opset 18: suites/bugs/ort-webgpu-averagepool-19-cpu.yaml), so it refuses to
     capture it: explore lists that among what the target does not do, shrunk to the one node,
-    writes no finding, and explore-report shows it apart from the bugs."""
+    writes no finding of it, and explore-report shows it apart from the bugs (of which an
+    AveragePool may show the zoo's ceil divisor, #29835, pinned)."""
     explored = regress(
         "explore", "--models", "generated", "--backend", "ort-native", "--ops", "AveragePool",
         "--dtypes", "float32", "--budget", "10s", "--seed", "1",
         "--database", tmp_path / "db", "--out", tmp_path / "f",
         process=True,
     )  # fmt: skip
-    assert explored.returncode == 0, explored.stdout + explored.stderr
-    assert "nothing found" in explored.stdout
-    assert not list((tmp_path / "f").glob("*.yaml"))
+    assert explored.returncode in (0, 1), explored.stdout + explored.stderr
+    written = [path.name for path in (tmp_path / "f").glob("*.yaml")]
+    assert not [name for name in written if name.startswith("capture-unsupported")], written
     report = regress("explore-report", tmp_path / "f", "--out", tmp_path / "report")
     assert report.returncode == 0, report.stderr
     merged = json.loads((tmp_path / "report" / "bugs.json").read_text())
-    assert merged["bugs"] == []
+    assert [bug for bug in merged["bugs"] if bug["new"]] == []
     (refusal,) = [r for r in merged["refusals"] if r["verdict"] == "capture-unsupported"]
     (node,) = refusal["nodes"]
     assert node.startswith("AveragePool(") and node.endswith(" float32 -> float32")
