@@ -6,9 +6,9 @@ descriptor's ``scenario_actions``: the one place that says which steps a backend
 A case is skipped, with its reason, when its test's ``platformCondition`` does not match the
 backend's platform, when the backend cannot hold one of its element types, or when its layout
 names a preferred data layout and the backend's sessions take no such option (the descriptor's
-``preferred_layouts``). What a backend
-finds it lacks only when it runs (an operator without a kernel, a graph its WebGPU EP will not
-capture) the judge skips the same way (``runner.judge``). Every reason starts with one of the
+``preferred_layouts``). What a backend finds it lacks only when it runs (an operator without a
+kernel, a graph its WebGPU EP will not capture) the judge skips the same way
+(``runner.judge``). Every reason starts with one of the
 ``SKIP_*`` phrases of ``runner.verdicts``, which reports group by. Zero-sized tensors need no
 reason: every backend here takes them (tests/test_optests*.py). A case onnxruntime on the CPU
 (the oracle) cannot run, e.g. a contrib op only other execution providers implement, is not
