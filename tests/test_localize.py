@@ -24,6 +24,13 @@ from runner.workload import Workload
 from tests.conftest import REPO, regress
 
 
+def one_case(target: BackendTarget, capture: bool) -> Case:
+    """The one case of a one-model suite on `target`, captured or not."""
+    spec, layout = ModelSpec("m"), Layout("default")
+    suite = Suite("s", Path("s.yaml"), (spec,), (STATIC_SHAPE,), (layout,), (target,))
+    return Case(suite, spec, STATIC_SHAPE, layout, target, capture, Tolerance())
+
+
 def relu_view_sigmoid() -> bytes:
     """x - bias -> Relu -> Unsqueeze -> Sigmoid -> Squeeze -> y, -bias a constant Neg."""
     axes = helper.make_tensor("axes", TensorProto.INT64, [1], [0])
@@ -79,9 +86,7 @@ def test_a_view_is_not_named_the_compute_node_after_it_is():
         ("Sigmoid", False),
         ("Squeeze", True),  # the model's own output, a copy of the Sigmoid's
     ]
-    spec, target = ModelSpec("m"), BackendTarget("ort-web", "webgpu")
-    suite = Suite("s", Path("s.yaml"), (spec,), (STATIC_SHAPE,), (Layout("default"),), (target,))
-    case = Case(suite, spec, STATIC_SHAPE, Layout("default"), target, True, Tolerance())
+    case = one_case(BackendTarget("ort-web", "webgpu"), capture=True)
     node = first_divergent_node(
         StaleViewsAndAWrongSigmoid(x), case, workload, frozenset({"capture-mismatch"})
     )
@@ -105,9 +110,7 @@ def test_an_output_that_copies_its_input_is_named_a_copy_whatever_its_op():
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     workload = Workload("t", model.SerializeToString(), {"x": x}, ("y",), {})
-    spec, target = ModelSpec("m"), BackendTarget("ort-web", "webgpu")
-    suite = Suite("s", Path("s.yaml"), (spec,), (STATIC_SHAPE,), (Layout("default"),), (target,))
-    case = Case(suite, spec, STATIC_SHAPE, Layout("default"), target, True, Tolerance())
+    case = one_case(BackendTarget("ort-web", "webgpu"), capture=True)
 
     class StaleCopy:
         def run(self, work: CaseWork) -> BackendRun:
@@ -144,9 +147,7 @@ def test_a_stale_copy_that_exposing_hides_is_found_among_the_models_own_copies(s
     first own output that is a copy and diverges is named. Where none does, nothing is."""
     x0, x1 = np.array([0.25], np.float32), np.array([-0.5], np.float32)
     workload = Workload("w", identity_beside_mul(), {"x0": x0, "x1": x1}, ("t0", "t2"), {})
-    spec, target = ModelSpec("m"), BackendTarget("ort-web", "jsep")
-    suite = Suite("s", Path("s.yaml"), (spec,), (STATIC_SHAPE,), (Layout("default"),), (target,))
-    case = Case(suite, spec, STATIC_SHAPE, Layout("default"), target, True, Tolerance())
+    case = one_case(BackendTarget("ort-web", "jsep"), capture=True)
 
     class StaleUnlessExposed:
         def run(self, work: CaseWork) -> BackendRun:
@@ -209,9 +210,7 @@ def test_a_wrong_replay_that_exposing_hides_is_found_among_the_models_own_output
     x0, x1 = np.array([0.25], np.float32), np.array([False])
     model = or_beside_mul_cast(c1)
     workload = Workload("w", model, {"x0": x0, "x1": x1}, ("t1", "t2"), {})
-    spec, target = ModelSpec("m"), BackendTarget("ort-web", "webgpu")
-    suite = Suite("s", Path("s.yaml"), (spec,), (STATIC_SHAPE,), (Layout("default"),), (target,))
-    case = Case(suite, spec, STATIC_SHAPE, Layout("default"), target, True, Tolerance())
+    case = one_case(BackendTarget("ort-web", "webgpu"), capture=True)
 
     class WrongOrUnlessExposed:
         def run(self, work: CaseWork) -> BackendRun:
@@ -298,9 +297,7 @@ def test_a_node_right_alone_hands_the_blame_to_the_one_wrong_alone(
 ):
     x, y = np.arange(4, dtype=np.float32), -np.arange(4, dtype=np.float32)
     workload = Workload("w", neg_beside_abs(), {"x": x, "y": y}, ("n", "m"), {})
-    spec, target = ModelSpec("m"), BackendTarget("ort-web", "jsep")
-    suite = Suite("s", Path("s.yaml"), (spec,), (STATIC_SHAPE,), (Layout("default"),), (target,))
-    case = Case(suite, spec, STATIC_SHAPE, Layout("default"), target, False, Tolerance())
+    case = one_case(BackendTarget("ort-web", "jsep"), capture=False)
     backend = WrongBeside(wrong_alone)
     node = first_divergent_node(backend, case, workload, frozenset({"reference-mismatch"}))
     assert node is not None
@@ -376,9 +373,7 @@ def test_a_copy_wrong_alone_is_named_where_its_reader_shows_it(copy_wrong, named
     x = np.arange(4, dtype=np.float32)
     workload = Workload("w", transpose_then_relu(), {"x": x}, ("r",), {})
     assert [n.output for n in expose_intermediates(workload).unexposed] == ["t"]
-    spec, target = ModelSpec("m"), BackendTarget("ort-web", "jsep")
-    suite = Suite("s", Path("s.yaml"), (spec,), (STATIC_SHAPE,), (Layout("default"),), (target,))
-    case = Case(suite, spec, STATIC_SHAPE, Layout("default"), target, False, Tolerance())
+    case = one_case(BackendTarget("ort-web", "jsep"), capture=False)
     backend = WrongCopy(copy_wrong)
     node = first_divergent_node(backend, case, workload, frozenset({"reference-mismatch"}))
     assert (node["name"], node["alone"], node.get("seen_in")) == (named, alone, seen_in)
@@ -423,9 +418,7 @@ def test_a_node_that_replays_stale_only_after_a_copy_hands_the_blame_to_the_copy
         schedule=(Feed(0, BASE), Feed(0, (0, 1))),
         variants={(0, 1): {"x0": second}},
     )
-    spec, target = ModelSpec("m"), BackendTarget("ort-native")
-    suite = Suite("s", Path("s.yaml"), (spec,), (STATIC_SHAPE,), (Layout("default"),), (target,))
-    case = Case(suite, spec, STATIC_SHAPE, Layout("default"), target, True, Tolerance())
+    case = one_case(BackendTarget("ort-native"), capture=True)
 
     class StaleAfterAReshape:
         def run(self, work: CaseWork) -> BackendRun:
@@ -479,9 +472,7 @@ def test_a_fused_kernels_wrong_result_that_exposing_undoes_is_named_by_the_model
     node, the Tanh, found hidden by exposing; right alone, as the Conv is, it stays named."""
     x = np.array([[[0.1, -0.2, 0.3]]], np.float32)
     workload = Workload("w", conv_then_tanh(), {"x": x}, ("t1",), {})
-    spec, target = ModelSpec("m"), BackendTarget("ort-web", "jsep")
-    suite = Suite("s", Path("s.yaml"), (spec,), (STATIC_SHAPE,), (Layout("default"),), (target,))
-    case = Case(suite, spec, STATIC_SHAPE, Layout("default"), target, False, Tolerance())
+    case = one_case(BackendTarget("ort-web", "jsep"), capture=False)
 
     class FusedWrong:
         def run(self, work: CaseWork) -> BackendRun:
