@@ -34,8 +34,9 @@ def unexpected(records: list[dict]) -> list[str]:
 def test_the_bundled_suites_moved_to_wgpu_are_green(tmp_path, capsys):
     """wgpu has no kernel for Conv, ConvTranspose, Pad, LSTM, AveragePool, MaxPool,
     InstanceNormalization, SkipLayerNormalization or MultiHeadAttention, none for a Softmax over a
-    middle axis, and no float16 one for GroupQueryAttention: the moved cases that use them skip,
-    naming the operator; everything else runs, as expected."""
+    middle axis, no float16 one for GroupQueryAttention and none for one without its KV cache:
+    the moved cases that use them skip, naming the operator; everything else runs, as
+    expected."""
     code = cli.main(["run", "suites", "--backend", "wgpu", "--out", str(tmp_path), "-q"])
     records = results(tmp_path)
     assert code == 0, unexpected(records)
@@ -75,6 +76,10 @@ def test_the_bundled_suites_moved_to_wgpu_are_green(tmp_path, capsys):
             "maxpool-1d": ["eager"],
             "mha-head-4": ["eager", "capture"],
             "mha-head-6": ["eager", "capture"],
+            "s8": ["eager"],  # ort-webgpu-mha-sequence-32.yaml
+            "s31": ["eager"],
+            "s32": ["eager"],
+            "gqa-no-present": ["eager", "capture"],
             # the zoo (suites/bugs/upstream)
             "averagepool-ceil-pad-opset18": ["eager"],
             "averagepool-ceil-pad-opset19": ["eager"],
@@ -96,7 +101,11 @@ def test_the_bundled_suites_moved_to_wgpu_are_green(tmp_path, capsys):
     )
     for case_id, message in skipped.items() - preferred.items():
         assert message.startswith(f"{SKIP_BACKEND}: unsupported-op: ")
-        assert case_id in float16 or "no WGSL kernel for" in message
+        assert (
+            case_id in float16
+            or "no WGSL kernel for" in message
+            or ("GroupQueryAttention (node 'n0'): only the form with past and present" in message)
+        )
     assert len(records) > 100 and not unexpected(records)
 
 
