@@ -324,6 +324,30 @@ def build_parser() -> argparse.ArgumentParser:
         "both; an op's kernel may differ by opset, and 18 has no Gelu)",
     )
     explore.add_argument(
+        "--sizes",
+        action="append",
+        default=[],
+        metavar="RANGE[,RANGE...]",
+        help="with --models generated: the ranges a graph input's wide dim is drawn from, 1-6, "
+        "7-64, 65-256 and 257-4096, each holding sizes at kernel boundaries (default: all; "
+        "without 1-6 every graph input has a wide dim)",
+    )
+    explore.add_argument(
+        "--max-ops",
+        type=int,
+        metavar="N",
+        help="with --models generated: the most ops a drawn model holds, 1 to 6 (default: 6)",
+    )
+    explore.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        metavar="WHAT[,WHAT...]",
+        help="with --models generated: leave out of the draw fusions (a Conv, MatMul or Gemm "
+        "then an activation onnxruntime fuses), defaults (attributes left to their default) "
+        "or data-layouts (a second session preferring NCHW)",
+    )
+    explore.add_argument(
         "--budget",
         type=parse_duration,
         default=600.0,
@@ -596,9 +620,9 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
     options = BackendOptions(
         timeout_s=args.timeout, inject=inject, adapter=args.adapter, chromium=args.chromium
     )
-    ops = tuple(op for text in args.ops for op in text.split(",") if op)
-    dtypes = tuple(dtype for text in args.dtypes for dtype in text.split(",") if dtype)
-    opsets = tuple(opset for text in args.opsets for opset in text.split(",") if opset)
+    ops, dtypes, opsets, sizes, without = map(
+        _listed, (args.ops, args.dtypes, args.opsets, args.sizes, args.without)
+    )
     if args.models == "generated" and args.budget < MIN_MODEL_BUDGET_S:
         raise InvalidInput(
             f"--budget {args.budget:g}s: too short to run one generated model and shrink it; "
@@ -606,7 +630,8 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
         )
     if args.max_findings is not None and args.max_findings < 1:
         raise InvalidInput("--max-findings must be at least 1")
-    space = explore_space(_selection(args), inject, args.models, ops, dtypes, opsets)
+    narrowed = (sizes, args.max_ops, without)
+    space = explore_space(_selection(args), inject, args.models, ops, dtypes, opsets, narrowed)
     request = ExploreRequest(
         space,
         args.budget,
@@ -620,6 +645,11 @@ def cmd_explore(args: argparse.Namespace) -> ExitCode:
     explored = explore(request, lambda text: console.print(escape(text)))
     print_explored(console, explored, space)
     return ExitCode.UNEXPECTED if explored.findings else ExitCode.OK
+
+
+def _listed(given: list[str]) -> tuple[str, ...]:
+    """The items of an option given as ``A,B`` any number of times."""
+    return tuple(item for text in given for item in text.split(",") if item)
 
 
 def cmd_explore_report(args: argparse.Namespace) -> ExitCode:

@@ -293,10 +293,27 @@ def test_an_example_explore_interrupts_is_not_saved_for_the_next_explore():
         assert explorer._run_pass(
             lambda chosen: run_state_machine_as_test(Interrupted, settings=chosen),
             wrap(database),
-            first=False,
+            stop_at_first=False,
         )  # the budget ended the pass
         assert Interrupted.examples == 5
         assert any(database.data.values()) is saved
+
+
+def test_each_first_op_keeps_its_examples_apart_and_a_later_pass_deletes_none_it_fetched():
+    """A choice sequence means a model only under the same first op: each pass's op has keys
+    of its own. A later pass treats known failures as passing; what it fetched stays."""
+    inner = InMemoryExampleDatabase()
+    PassDatabase(inner, first="Relu").save(b"k", b"relu's")
+    PassDatabase(inner, first="Tanh").save(b"k", b"tanh's")
+    assert list(PassDatabase(inner, first="Relu").fetch(b"k")) == [b"relu's"]
+    assert list(PassDatabase(inner).fetch(b"k")) == []
+    later = PassDatabase(inner, keep_fetched=True, first="Tanh")
+    assert list(later.fetch(b"k")) == [b"tanh's"]
+    later.delete(b"k", b"tanh's")
+    first = PassDatabase(inner, first="Tanh")
+    assert list(first.fetch(b"k")) == [b"tanh's"]
+    first.delete(b"k", b"tanh's")  # the first pass of an explore may: it no longer fails
+    assert list(first.fetch(b"k")) == []
 
 
 def test_a_backend_that_skips_scenarios_stops_explore_at_once(
@@ -362,6 +379,26 @@ def test_a_suite_of_decoders_only_is_refused_saying_explore_draws_none(tmp_path)
         "loop and no op test)"
     ) in explored.stderr
     assert "Traceback" not in explored.stderr
+
+
+def test_each_pass_starts_its_models_with_the_op_least_run_so_far(tmp_path, monkeypatch):
+    """Passes take the vocabulary's entries in turn, the one the models run so far hold the
+    fewest nodes of first (the first of equals), leaving out what the target lacks and what
+    no model could start with; a pass that finds nothing ends after ``PASS_MODELS``."""
+    monkeypatch.setenv("REGRESS_CACHE_DIR", str(tmp_path))
+    lacking = ledgers.Lacking(BackendTarget("wgpu"), lambda _: None)
+    firsts = ledgers.FirstOps(("Relu", "Tanh", "Conv"))
+    assert firsts.next(0, lacking) == "Relu"
+    firsts.ran(["Relu", "Tanh", "Tanh"])
+    assert firsts.next(5, lacking) == "Conv"
+    assert not firsts.spent(4 + ledgers.PASS_MODELS) and firsts.spent(5 + ledgers.PASS_MODELS)
+    lacking.learn("Conv", "no WGSL kernel")
+    assert firsts.next(20, lacking) == "Relu"
+    firsts.barren.add("Relu")
+    assert firsts.next(20, lacking) == "Tanh"
+    firsts.barren.add("Tanh")
+    assert firsts.next(20, lacking) is None
+    assert ledgers.FirstOps(()).next(0, lacking) is None  # scenarios draw no ops
 
 
 def test_a_pass_ends_once_its_kinds_have_had_their_share(monkeypatch):

@@ -204,26 +204,29 @@ class PassDatabase(ExampleDatabase):
     (``Interruption``: the budget spent, scenarios skipped) did not fail, and would waste the
     next explore's first example (or all of a short budget) replaying it, so it is not saved.
     A later pass (`keep_fetched`) never deletes what it was handed either: it treats those
-    known failures as passing, which must not read as fixed."""
+    known failures as passing, which must not read as fixed. A pass whose models start with
+    an op of their own keeps its examples under keys of their own (`first`): a choice sequence
+    means a model only under the same first op."""
 
-    def __init__(self, inner: ExampleDatabase, keep_fetched: bool = False):
+    def __init__(self, inner: ExampleDatabase, keep_fetched: bool = False, first: str = ""):
         super().__init__()
         self.inner, self.keep_fetched = inner, keep_fetched
+        self.prefix = f"{first}:".encode() if first else b""
         self.fetched: set[tuple[bytes, bytes]] = set()
 
     def fetch(self, key: bytes) -> Iterable[bytes]:
-        for value in self.inner.fetch(key):
-            self.fetched.add((key, value))
+        for value in self.inner.fetch(self.prefix + key):
+            self.fetched.add((self.prefix + key, value))
             yield value
 
     def save(self, key: bytes, value: bytes) -> None:
         # Hypothesis saves an interrupted example while handling the interruption
         if not isinstance(sys.exc_info()[1], Interruption):
-            self.inner.save(key, value)
+            self.inner.save(self.prefix + key, value)
 
     def delete(self, key: bytes, value: bytes) -> None:
-        if not (self.keep_fetched and (key, value) in self.fetched):
-            self.inner.delete(key, value)
+        if not (self.keep_fetched and (self.prefix + key, value) in self.fetched):
+            self.inner.delete(self.prefix + key, value)
 
 
 def database_folder(space: Space, inject: frozenset[str], root: Path) -> Path:

@@ -5,9 +5,11 @@ model the source draws itself, judged as its suite's cases are (``cases``; ``gen
 backend is opened once (one browser for ort-web), every example on a device of its own (on
 ort-web an onnxruntime-web instance), and every example runs through the step (``runner.step``)
 and the judge. Hypothesis runs in passes: a pass ends when Hypothesis has shrunk what it found,
-and the next one treats those kinds of failure as known (a drawn model's kind is its root
-cause: ``ModelFailure.kind``), so nothing is found twice in one explore. Its example database
-lives in the cache folder, per target and faults, so a rerun replays known failures first.
+or its share is spent, and the next one treats those kinds of failure as known (a drawn model's
+kind is its root cause: ``ModelFailure.kind``), so nothing is found twice in one explore; drawn
+models start with an op of each pass's own, the vocabulary's least run so far (``FirstOps``).
+Its example database lives in the cache folder, per target and faults, so a rerun replays known
+failures first.
 Hypothesis has no time limit of its own: the budget is checked before each example, which raises
 ``BudgetSpent`` (not an ``Exception``, so Hypothesis lets it through) once it is spent; a failure
 seen before then may overrun it to shrink (``Budget.grace``), and is written as the smallest
@@ -35,6 +37,7 @@ from typing import Any
 import onnx
 from hypothesis import HealthCheck, Phase, Verbosity, given, reject, seed, settings
 from hypothesis.database import ExampleDatabase
+from hypothesis.errors import Unsatisfiable
 from hypothesis.internal.conjecture import engine as hypothesis_engine
 from hypothesis.stateful import run_state_machine_as_test
 
@@ -72,7 +75,15 @@ from runner.explore.generated import (
     without_bystanders,
     without_output,
 )
-from runner.explore.ledgers import Budget, BudgetSpent, Kinds, Lacking, ShrinkingSpent
+from runner.explore.ledgers import (
+    Budget,
+    BudgetSpent,
+    FirstOps,
+    FirstOpSpent,
+    Kinds,
+    Lacking,
+    ShrinkingSpent,
+)
 from runner.explore.machine import cut_after, machine_factory
 from runner.explore.space import ExploredModel, Space
 from runner.files import cache_root
@@ -145,6 +156,7 @@ class _Examiner:
         self.outcomes: dict[Any, Failure | ModelFailure | str | None] = {}
         self.lacking = Lacking(request.space.target, say)
         self.kinds = Kinds(say)
+        self.firsts = FirstOps(request.space.source.firsts)
         self.covered = Coverage()  # of the drawn models judged
         # where programs outlive an example, a failure counts only if it fails on a new device
         self.confirms = REGISTRY[request.space.target.name].programs_per_process
@@ -170,7 +182,10 @@ class _Examiner:
                 self.examples, self.budget
             ):
                 raise ShrinkingSpent
+            if not self.kinds.pending and self.firsts.spent(self.examples):
+                raise FirstOpSpent
             ran = run_cases(explored, self.backend, self.oracle, self.request.options)
+            self.firsts.ran(generated.entries)
             if ran.failing and self._alone_passes(lambda: run_cases(
                 explored, self.backend, self.oracle, self.request.options
             ).failing):  # fmt: skip
@@ -323,20 +338,32 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
         findings: list[Found] = []
         refusals: list[record.RefusalRecord] = []
         written: set[tuple] = set()
-        database = PassDatabase(examples_database)
-        first = request.max_findings == 1  # a pass stops drawing at its first failure
+        stop_at_first = request.max_findings == 1  # a pass stops drawing at its first failure
         kinds = examine.kinds
         for pass_number in itertools.count(1):
             kinds.pending.clear()
             pass_seed = None if request.seed is None else request.seed + pass_number - 1
+            first = examine.firsts.next(examine.examples, examine.lacking)
+            # Later passes must not delete known failures from the database: there they are
+            # known, not fixed, and the next explore should replay them first.
+            database = PassDatabase(examples_database, pass_number > 1, first or "")
             try:
-                ended = _run_pass(_examples(space, examine, pass_seed), database, first)
+                drawing = _examples(space, examine, pass_seed, first)
+                ended = _run_pass(drawing, database, stop_at_first)
             except ExamplesSkipped as skipped:
                 raise EnvironmentUnusable(
                     f"{target.id} skips {space.source.draws} on this machine, so explore has "
                     f"nothing to draw: {skipped}"
                 ) from None
-            if first:  # what the shrinker slipped to may be smaller
+            except Unsatisfiable:  # every model the pass drew was rejected
+                if first is None:
+                    raise EnvironmentUnusable(
+                        f"no model could be drawn from {', '.join(space.source.firsts)}: the "
+                        f"ops, float types and sizes asked for leave none that {target.id} runs"
+                    ) from None
+                examine.firsts.barren.add(first)
+                continue
+            if stop_at_first:  # what the shrinker slipped to may be smaller
                 kinds.pending.sort(key=lambda kind: kinds.shortest[kind].size)
             for kind in kinds.pending:
                 failure = examine.cut(kinds.shortest[kind])
@@ -362,11 +389,8 @@ def explore(request: ExploreRequest, say: Callable[[str], None]) -> Explored:
             if len(findings) == request.max_findings:
                 say(f"stopping: {len(findings)} finding(s) written (--max-findings)")
                 break
-            if isinstance(ended, BudgetSpent) or not kinds.pending:
-                break
-            # Later passes must not delete known failures from the database: there they are
-            # known, not fixed, and the next explore should replay them first.
-            database = PassDatabase(database.inner, keep_fetched=True)
+            if isinstance(ended, BudgetSpent) or ended is None and not kinds.pending:
+                break  # spent, or Hypothesis ran out of examples
         say(examine.progress())
         machine = machine or _machine(backend, target, None)
     finally:
@@ -416,11 +440,12 @@ def _write(
 
 
 def _examples(
-    space: Space, examine: _Examiner, pass_seed: int | None
+    space: Space, examine: _Examiner, pass_seed: int | None, first: str | None
 ) -> Callable[[settings], None]:
     """A Hypothesis run over the space's examples, under the settings it is given (each call
     a test of its own, one example database key): scenarios drawn by the state machine
-    (``machine``), or a model drawn from the source and its cases."""
+    (``machine``), or a model drawn from the source (starting with the op `first`, where
+    given) and its cases."""
     if space.source.draws == "scenarios":
         factory = machine_factory(space, examine)
         if pass_seed is not None:
@@ -428,7 +453,7 @@ def _examples(
         return lambda chosen: run_state_machine_as_test(factory, settings=chosen)
 
     def run(chosen: settings) -> None:
-        @given(space.source.strategy())
+        @given(space.source.strategy(first))
         def drawn_model(model: ExploredModel) -> None:
             examine.cases(model)
 
@@ -438,28 +463,28 @@ def _examples(
 
 
 def _run_pass(
-    run: Callable[[settings], None], database: ExampleDatabase, first: bool
-) -> BudgetSpent | ShrinkingSpent | None:
+    run: Callable[[settings], None], database: ExampleDatabase, stop_at_first: bool
+) -> BudgetSpent | ShrinkingSpent | FirstOpSpent | None:
     """One Hypothesis run (``_examples``); what ended it before Hypothesis had shrunk all it
     found: the budget, or the pass's share of it (None: Hypothesis did). Hypothesis draws on
-    after a failure, for failures of other kinds, and shrinks each kind apart; with `first`,
-    it stops drawing at the first failure and shrinks it, slipping to any smaller failure
-    (its ``report_multiple_bugs=False``)."""
+    after a failure, for failures of other kinds, and shrinks each kind apart; with
+    `stop_at_first`, it stops drawing at the first failure and shrinks it, slipping to any
+    smaller failure (its ``report_multiple_bugs=False``)."""
     run_settings = settings(
         database=database,
         phases=tuple(p for p in Phase if p != Phase.explain),
-        max_examples=10**9,  # the budget ends a pass, or a failure does
+        max_examples=10**9,  # the budget ends a pass, or its share does
         stateful_step_count=MAX_STEPS,
         deadline=None,
         suppress_health_check=list(HealthCheck),
-        report_multiple_bugs=not first,
+        report_multiple_bugs=not stop_at_first,
         verbosity=Verbosity.quiet,
         print_blob=False,
     )
     try:
         with _uncapped_shrinking():
             run(run_settings)
-    except (BudgetSpent, ShrinkingSpent) as ended:  # its kinds are written at their shortest
+    except (BudgetSpent, ShrinkingSpent, FirstOpSpent) as ended:  # kinds written at their shortest
         return ended
     except Exception as raised:  # what it found (one failure, a group, a flaky one): tallied
         if not _only_failures(raised):

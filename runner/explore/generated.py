@@ -43,9 +43,12 @@ from runner.explore.vocabulary import (
     EPSILONS,
     FLOAT,
     FLOAT16,
+    MAX_NODES,
     MICROSOFT,
     OPS,
+    WHOLE_DRAW,
     Graph,
+    Narrowing,
     NotHere,
 )
 from runner.measure import Tolerance
@@ -56,7 +59,6 @@ OPSET = 20  # Gelu's; ReduceMean and ReduceMax take axes as an input, LayerNorma
 # AveragePool up to 18 only until 1.29.0: 19 and later ran on the CPU); no Gelu before 20
 OPSETS = (OPSET, 18)
 IR_VERSION = 9  # what onnxruntime 1.16 and later read
-MAX_NODES = 6
 SIZE_BUCKETS = (6, 64, 256, ELEMENTS)  # what coverage counts a model's widest input dim in
 FLOAT16_ABS = 2.0**-7  # a float16 model's tolerance, absolute and relative (``tolerance``)
 
@@ -176,26 +178,35 @@ def generated_models(
     dtypes: tuple[str, ...] = ("float32",),
     opsets: tuple[int, ...] = (OPSET,),
     preferred_layouts: bool = False,
+    first: str | None = None,
+    narrowing: Narrowing = WHOLE_DRAW,
 ) -> GeneratedModel:
-    """A valid model of 1 to ``MAX_NODES`` ops of `vocabulary` (some of them twins), its float
-    tensors of one of `dtypes`, importing one of `opsets`, with a second layout when it has a
-    LayerNormalization and the draw says so, and, with `preferred_layouts` (the target's
-    sessions take that option), one whose sessions prefer NCHW when it has an op of
-    ``DATA_LAYOUT_OPS`` and the draw says so."""
+    """A valid model of 1 to ``MAX_NODES`` ops of `vocabulary` (some of them twins), half of
+    them starting with the op `first` where one is given, its float tensors of one of
+    `dtypes`, importing one of `opsets`, with a second layout when it has a LayerNormalization
+    and the draw says so, and, with `preferred_layouts` (the target's sessions take that
+    option), one whose sessions prefer NCHW when it has an op of ``DATA_LAYOUT_OPS`` and the
+    draw says so; within what `narrowing` leaves."""
     dtype = draw(st.sampled_from(dtypes), label="dtype")
     opset = draw(st.sampled_from(opsets), label="opset")
-    g = Graph(DTYPES[dtype], opset)
+    g = Graph(DTYPES[dtype], opset, narrowing)
     drawn: list[str] = []
     entries: list[str] = []  # each node's
     # one "more?" before each op but the first, as Hypothesis draws lists: a node's choices are
     # one block, which shrinking deletes whole. Yes three times in four (2.9 nodes a model, 1.9
     # at one in two): a bug of two ops in one graph (twin Ands, a Conv then Tanh) comes 4 times
     # sooner, and each model, which costs a session, tries more of the vocabulary.
-    for _ in range(MAX_NODES):
-        if len(g.nodes) >= MAX_NODES or drawn and not draw(st.integers(0, 3), label="more"):
+    for attempt in range(MAX_NODES):
+        if len(g.nodes) >= MAX_NODES or len(drawn) >= narrowing.max_ops:
             break  # an op of several nodes (a decomposed LayerNorm's 7) leaves less room
-        again = drawn and draw(st.booleans(), label="twin")
-        op = draw(st.sampled_from(drawn if again else vocabulary), label="op")
+        if drawn and not draw(st.integers(0, 3), label="more"):
+            break
+        # half the models start with `first`; shrinking may still draw the first op instead
+        if attempt == 0 and first is not None and draw(st.booleans(), label="first given"):
+            op = first
+        else:
+            again = drawn and draw(st.booleans(), label="twin")
+            op = draw(st.sampled_from(drawn if again else vocabulary), label="op")
         try:
             OPS[op](draw, g)
         except NotHere:  # the graph has no room for it: one node fewer
@@ -222,8 +233,8 @@ def generated_models(
     layouts: tuple[Mapping[str, Any], ...] = ()
     norms = [n for n in g.nodes if n.op_type == "LayerNormalization"]
     if norms and draw(st.booleans(), label="second layout"):
-        first = next((a.f for a in norms[0].attribute if a.name == "epsilon"), 1e-5)
-        epsilon = draw(st.sampled_from([e for e in EPSILONS if e != first]), label="layout eps")
+        own = next((a.f for a in norms[0].attribute if a.name == "epsilon"), 1e-5)
+        epsilon = draw(st.sampled_from([e for e in EPSILONS if e != own]), label="layout eps")
         layouts = ({"label": "default"}, {"label": f"eps-{epsilon:g}", "values": {"eps": epsilon}})
     ops = tuple(n.op_type for n in g.nodes)
     if (

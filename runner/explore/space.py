@@ -32,7 +32,7 @@ from runner.explore.generated import (
     generated_models,
     write_suite,
 )
-from runner.explore.vocabulary import OPS
+from runner.explore.vocabulary import LEAVABLE, MAX_NODES, OPS, SIZES, WHOLE_DRAW, Narrowing
 from runner.files import cache_root
 from runner.selection import Selection, load, named_targets
 from runner.suite import load_suite
@@ -65,8 +65,14 @@ class ModelSource(Protocol):
     # "cases" (the model's case matrix: its layouts, eager and capture)
     draws: str
 
-    def strategy(self) -> st.SearchStrategy[ExploredModel]:
-        """The models an example draws from, simplest first."""
+    @property
+    def firsts(self) -> tuple[str, ...]:
+        """The ops explore hands `strategy` in turn, a pass each, for its models to start with
+        (none: its models are not drawn op by op)."""
+
+    def strategy(self, first: str | None = None) -> st.SearchStrategy[ExploredModel]:
+        """The models an example draws from, simplest first; those starting with the op
+        `first` (one of ``firsts``) where one is given."""
 
     def key(self) -> str:
         """What tells this source's examples from another's (the example database's key)."""
@@ -91,6 +97,7 @@ class SuiteModels:
 
     models: tuple[ExploredModel, ...]
     draws = "scenarios"
+    firsts = ()
 
     @classmethod
     def of(cls, suites: tuple[Suite, ...], filters: tuple[str, ...] = ()) -> SuiteModels:
@@ -110,7 +117,7 @@ class SuiteModels:
             )
         return cls(models)
 
-    def strategy(self) -> st.SearchStrategy[ExploredModel]:
+    def strategy(self, first: str | None = None) -> st.SearchStrategy[ExploredModel]:
         return st.sampled_from(self.models)
 
     def key(self) -> str:
@@ -136,16 +143,29 @@ class GeneratedModels:
     dtypes: tuple[str, ...] = ("float32",)  # of DTYPES, the float types drawn
     opsets: tuple[int, ...] = (OPSET,)  # of OPSETS, the opsets drawn models import
     preferred_layouts: bool = False  # the target's sessions take preferredLayout: drawn too
+    narrowing: Narrowing = WHOLE_DRAW  # what the user left out (--sizes, --max-ops, --without)
     draws = "cases"
 
-    def strategy(self) -> st.SearchStrategy[ExploredModel]:
-        drawn = generated_models(self.vocabulary, self.dtypes, self.opsets, self.preferred_layouts)
+    @property
+    def firsts(self) -> tuple[str, ...]:
+        return self.vocabulary
+
+    def strategy(self, first: str | None = None) -> st.SearchStrategy[ExploredModel]:
+        drawn = generated_models(
+            self.vocabulary,
+            self.dtypes,
+            self.opsets,
+            self.preferred_layouts,
+            first,
+            self.narrowing,
+        )
         return drawn.map(self.explored)
 
     def key(self) -> str:
-        # the second data layout only where it is drawn: wgpu's examples keep their key
+        # the second data layout and a narrowing only where drawn: the rest keep their key
         layouts = ("preferred layouts",) if self.preferred_layouts else ()
-        return repr(("generated", self.vocabulary, self.dtypes, self.opsets, *layouts))
+        narrowed = (self.narrowing,) if self.narrowing != WHOLE_DRAW else ()
+        return repr(("generated", self.vocabulary, self.dtypes, self.opsets, *layouts, *narrowed))
 
     def explored(self, generated: GeneratedModel) -> ExploredModel:
         """`generated` written as a suite of its own into the folder, loaded on the target."""
@@ -204,6 +224,30 @@ def model_opsets(opsets: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(o for o in OPSETS if str(o) in (opsets or map(str, OPSETS)))
 
 
+def narrowing(sizes: tuple[str, ...], max_ops: int | None, without: tuple[str, ...]) -> Narrowing:
+    """The draw narrowed to `sizes` (of ``SIZES``; all when empty), at most `max_ops` ops a
+    model (``MAX_NODES`` when None) and `without` what of ``LEAVABLE`` it names; InvalidInput
+    for anything else."""
+    unknown = sorted(set(sizes) - SIZES.keys())
+    if unknown:
+        raise InvalidInput(
+            f"--sizes {', '.join(unknown)}: no such size range; expected some of {', '.join(SIZES)}"
+        )
+    if max_ops is not None and not 1 <= max_ops <= MAX_NODES:
+        raise InvalidInput(f"--max-ops {max_ops}: expected a number of ops from 1 to {MAX_NODES}")
+    unknown = sorted(set(without) - set(LEAVABLE))
+    if unknown:
+        raise InvalidInput(
+            f"--without {', '.join(unknown)}: nothing such to leave out; expected some of "
+            f"{', '.join(LEAVABLE)}"
+        )
+    return Narrowing(
+        tuple(size for size in SIZES if size in (sizes or SIZES)),
+        MAX_NODES if max_ops is None else max_ops,
+        tuple(what for what in LEAVABLE if what in without),
+    )
+
+
 @dataclass(frozen=True)
 class Space:
     """Where models come from, the target and the scenario steps its backend runs."""
@@ -225,11 +269,13 @@ def explore_space(
     ops: tuple[str, ...] = (),
     dtypes: tuple[str, ...] = (),
     opsets: tuple[str, ...] = (),
+    narrowed: tuple[tuple[str, ...], int | None, tuple[str, ...]] = ((), None, ()),
 ) -> Space:
     """The selection's one backend target, resolved, and where models come from: the
     selection's encoders and model files (`models` "suites", ``SuiteModels``) or models drawn
-    from `ops` in `dtypes` at `opsets` ("generated", ``GeneratedModels``); InvalidInput for
-    anything else."""
+    from `ops` in `dtypes` at `opsets`, `narrowed` to sizes, a number of ops and without what
+    it names (``narrowing``) ("generated", ``GeneratedModels``); InvalidInput for anything
+    else."""
     for pattern in selection.filters:
         key, sep, _ = pattern.partition("=")
         if not sep or key not in FILTER_KEYS:
@@ -260,11 +306,21 @@ def explore_space(
         lacking = learned_lacking(target)
         drawn, types = vocabulary(ops, lacking), float_types(dtypes, lacking)
         folder = cache_root() / "explore-models"
+        narrow = narrowing(*narrowed)
+        layouts = descriptor.preferred_layouts and "data-layouts" not in narrow.without
         source: ModelSource = GeneratedModels(
-            drawn, target, folder, types, model_opsets(opsets), descriptor.preferred_layouts
+            drawn, target, folder, types, model_opsets(opsets), layouts, narrow
         )
         return Space(source, target, descriptor.scenario_actions)
-    given = {"--ops": ops, "--dtypes": dtypes, "--opsets": opsets}
+    sizes, max_ops, without = narrowed
+    given = {
+        "--ops": ops,
+        "--dtypes": dtypes,
+        "--opsets": opsets,
+        "--sizes": sizes,
+        "--max-ops": max_ops,
+        "--without": without,
+    }
     drawing = [option for option, values in given.items() if values]
     if drawing:
         raise InvalidInput(f"{drawing[0]} draws generated models: it needs --models generated")

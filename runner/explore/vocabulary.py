@@ -33,6 +33,36 @@ DIMS = st.integers(1, 6)  # small: a dispatch's size still changes with them
 # float16's last exact integer (2048), within ELEMENTS elements so that a model stays cheap
 BOUNDARIES = tuple(b + d for b in (4, 8, 16, 32, 64, 128, 256, 2048) for d in (-1, 0, 1))
 ELEMENTS = 4096
+MAX_NODES = 6  # a drawn model's, and the most ops it holds
+# The ranges a model's widest graph input dim is counted in (coverage's "widest dim 7-64"), as
+# `--sizes` names them: the first is the narrow draw (DIMS, and BOUNDARIES up to 6)
+SIZES = {"1-6": (1, 6), "7-64": (7, 64), "65-256": (65, 256), "257-4096": (257, ELEMENTS)}
+# What `--without` leaves out of the draw: fused graph shapes (``_then_fusable``), attributes
+# left to their defaults (``Graph.spelled``), a second session preferring another data layout
+LEAVABLE = ("fusions", "defaults", "data-layouts")
+
+
+@dataclass(frozen=True)
+class Narrowing:
+    """How far a user narrowed the draw (explore's ``--sizes``, ``--max-ops``, ``--without``):
+    the sizes a graph input's wide dim may take (of ``SIZES``; without "1-6" every new graph
+    input has one), the most ops a model holds (a decomposed LayerNorm is one) and what of
+    ``LEAVABLE`` is left out. The default narrows nothing."""
+
+    sizes: tuple[str, ...] = tuple(SIZES)
+    max_ops: int = MAX_NODES
+    without: tuple[str, ...] = ()  # in LEAVABLE's order: the example database's key holds it
+
+    def widths(self) -> tuple[int, ...]:
+        """The wide dims a graph input may take."""
+        return tuple(
+            b for b in BOUNDARIES if any(lo <= b <= hi for lo, hi in map(SIZES.get, self.sizes))
+        )
+
+
+WHOLE_DRAW = Narrowing()
+
+
 # the fewest elements a normalization is drawn over (``Graph.normalizes``), per float type
 NORM_EXTENT = {TensorProto.FLOAT: 3, TensorProto.FLOAT16: 8}
 EPSILONS = (1e-5, 1e-3, 0.1)  # LayerNormalization's, and the second layout's
@@ -52,9 +82,10 @@ class Value:
 class Graph:
     """A graph while it is drawn: its values, nodes and constants (mutable: one draw only)."""
 
-    def __init__(self, dtype: int, opset: int) -> None:
+    def __init__(self, dtype: int, opset: int, narrowing: Narrowing = WHOLE_DRAW) -> None:
         self.float = dtype  # the float type builders draw in (float32 inside an island)
         self.opset = opset
+        self.narrowing = narrowing
         self.inputs: list[Value] = []
         self.values: list[Value] = []
         self.nodes: list[onnx.NodeProto] = []
@@ -77,12 +108,15 @@ class Graph:
             raise NotHere
         rank = draw(st.integers(min_rank, max_rank), label="rank")
         shape = [draw(DIMS, label="dim") for _ in range(rank)]
-        if draw(st.integers(0, 3), label="wide") == 3:  # shrinks to narrow
+        narrow = "1-6" in self.narrowing.sizes
+        if not narrow or draw(st.integers(0, 3), label="wide") == 3:  # shrinks to narrow
             axis = draw(st.integers(0, rank - 1), label="wide axis")
             rest = math.prod(shape) // shape[axis]
-            shape[axis] = draw(
-                st.sampled_from([b for b in BOUNDARIES if b * rest <= ELEMENTS]), label="width"
-            )
+            if not narrow and min(self.narrowing.widths()) * rest > ELEMENTS:
+                shape, rest = [1] * rank, 1  # room made for a wide dim: the others 1
+            widths = [b for b in self.narrowing.widths() if b * rest <= ELEMENTS]
+            if widths:
+                shape[axis] = draw(st.sampled_from(widths), label="width")
         return self.input(dtype, tuple(shape))
 
     def input(self, dtype: int, shape: tuple[int, ...]) -> Value:
@@ -127,7 +161,9 @@ class Graph:
     def spelled(self, draw, attributes: dict[str, Any], defaults: dict[str, Any]) -> dict:
         """`attributes`, those equal to their default left out when the draw says so (shrinking
         writes them): a kernel must read a default it is not told."""
-        if not draw(st.booleans(), label="defaults omitted"):
+        if "defaults" in self.narrowing.without or not draw(
+            st.booleans(), label="defaults omitted"
+        ):
             return attributes
         kept = {k: v for k, v in attributes.items() if k not in defaults or defaults[k] != v}
         self.omitted += len(attributes) - len(kept)
@@ -402,6 +438,8 @@ def _then_fusable(draw, g: Graph, made: Value, bias: bool = False) -> None:
     """What may follow a Conv, MatMul or Gemm as the graphs onnxruntime fuses have it: for a
     MatMul (`bias`) an Add of a bias over its last dim (MatMulAddFusion: a Gemm), then one of
     ``FUSED_ACTIVATIONS`` (a fused kernel of the EP's own where it registers one)."""
+    if "fusions" in g.narrowing.without:
+        return
     if bias and draw(st.booleans(), label="then bias"):
         made = g.add("Add", [made.name, g.weights(draw, made.shape[-1:])], g.float, made.shape)
     if not draw(st.booleans(), label="then activation"):
