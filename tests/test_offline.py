@@ -47,7 +47,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     validated = regress("validate", "suites", env=no_npm, process=True)
     assert validated.returncode == 0, validated.stderr
     assert validated.stdout == (
-        "62 suite(s), 920 case(s): 60 unchecked (the notes say what), the rest ok\n"
+        "65 suite(s), 933 case(s): 66 unchecked (the notes say what), the rest ok\n"
     )
     notes = validated.stderr.splitlines()
     assert notes == [
@@ -77,12 +77,24 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "note: suites/bugs/ort-jsep-1.17.0-capture-not-engaged.yaml:14:25: ort-web version "
         "'1.17.3' was not checked (only a registry knows it): it is resolved when its cases "
         "run or are listed",
+        "note: suites/bugs/ort-jsep-add-beside-rank1-transpose.yaml:16:15: ort-web version "
+        "'1.20.1' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
+        "note: suites/bugs/ort-jsep-add-beside-rank1-transpose.yaml:16:25: ort-web version "
+        "'1.21.0' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
         "note: suites/bugs/ort-jsep-cancelled-transposes.yaml:27:15: ort-web version '1.25.1' "
         "was not checked (only a registry knows it): it is resolved when its cases run or are "
         "listed",
         "note: suites/bugs/ort-jsep-clip-no-bounds.yaml:15:15: ort-web version '1.19.2' was "
         "not checked (only a registry knows it): it is resolved when its cases run or are "
         "listed",
+        "note: suites/bugs/ort-jsep-conv-leakyrelu-1.17.0.yaml:15:15: ort-web version "
+        "'1.17.0' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
+        "note: suites/bugs/ort-jsep-conv-leakyrelu-1.17.0.yaml:15:25: ort-web version "
+        "'1.17.3' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
         "note: suites/bugs/ort-jsep-conv2d-default-attributes.yaml:21:15: ort-web version "
         "'1.17.0' was not checked (only a registry knows it): it is resolved when its cases "
         "run or are listed",
@@ -98,6 +110,12 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "note: suites/bugs/ort-jsep-conv3d-default-strides.yaml:20:33: "
         "ort-web version '1.31.1' was not checked (only a registry knows it): it is "
         "resolved when its cases run or are listed",
+        "note: suites/bugs/ort-jsep-convtranspose-1d.yaml:15:15: ort-web version "
+        "'1.17.3' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
+        "note: suites/bugs/ort-jsep-convtranspose-1d.yaml:15:25: ort-web version "
+        "'1.18.0' was not checked (only a registry knows it): it is resolved when its cases "
+        "run or are listed",
         "note: suites/bugs/ort-jsep-instancenorm-rank3.yaml:17:15: ort-web version '1.17.3' "
         "was not checked (only a registry knows it): it is resolved when its cases run or are "
         "listed",
@@ -107,11 +125,11 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
         "note: suites/bugs/ort-jsep-lone-cpu-node-replayed.yaml:28:15: ort-web version "
         "'1.19.2' was not checked (only a registry knows it): it is resolved when its cases "
         "run or are listed",
-        "note: suites/bugs/ort-jsep-maxpool-1d.yaml:15:15: ort-web version '1.17.3' was not "
+        "note: suites/bugs/ort-jsep-maxpool-1d.yaml:19:15: ort-web version '1.17.3' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-jsep-maxpool-1d.yaml:15:25: ort-web version '1.19.2' was not "
+        "note: suites/bugs/ort-jsep-maxpool-1d.yaml:19:25: ort-web version '1.19.2' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
-        "note: suites/bugs/ort-jsep-maxpool-1d.yaml:15:35: ort-web version '1.20.1' was not "
+        "note: suites/bugs/ort-jsep-maxpool-1d.yaml:19:35: ort-web version '1.20.1' was not "
         "checked (only a registry knows it): it is resolved when its cases run or are listed",
         "note: suites/bugs/ort-jsep-silero-state.yaml:26:7: model 'silero-vad-jsep-state': "
         "silero_vad/data/silero_vad_openvino_16k.onnx from silero-vad 6.2.3 was not checked "
@@ -226,7 +244,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     listed = regress("list", "suites", "--backend", "wgpu", env=no_npm, process=True)
     assert listed.returncode == 0, listed.stderr
     ids = listed.stdout.splitlines()
-    assert len(ids) == 244 and all("/wgpu/" in i for i in ids)
+    assert len(ids) == 248 and all("/wgpu/" in i for i in ids)
     pinned_only = regress("list", "suites", "--filter", "version=1.30.0", env=no_npm, process=True)
     assert pinned_only.returncode == 3  # the filter needs every version: npm must say
     wgpu_filtered = regress("list", "suites", "--filter", "backend=wgpu", env=no_npm, process=True)
@@ -234,7 +252,7 @@ def test_validate_and_list_every_bundled_suite_without_npm(no_npm):
     native = regress(
         "list", "suites", "--backend", "ort-native", env=no_npm, process=True
     )  # pip's versions
-    assert native.returncode == 0 and len(native.stdout.splitlines()) == 232, native.stderr
+    assert native.returncode == 0 and len(native.stdout.splitlines()) == 236, native.stderr
 
 
 def test_an_ort_web_selection_without_npm_exits_3_saying_why(no_npm, tmp_path):
