@@ -161,7 +161,9 @@ class FirstOps:
 
     def __init__(self, firsts: Sequence[str]):
         self.firsts = tuple(firsts)
-        self.nodes: collections.Counter[str] = collections.Counter()  # run, by entry
+        # by entry, of every model run: Coverage counts the judged only, and an entry whose
+        # models are all discarded (no reference) would take every pass
+        self.nodes: collections.Counter[str] = collections.Counter()
         self.barren: set[str] = set()  # a pass starting with it ran nothing: no model fit
         self.began = 0  # models run when this pass began
 
